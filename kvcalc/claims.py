@@ -1,0 +1,185 @@
+"""Recompute every published number in reports/claims.yaml and compare within its stated tolerance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import KvcalcError
+from .estimate import estimate
+from .config import load_model
+from .formats import get_format
+from .paths import claims_file
+from .units import UNIT_BYTES, parse_tokens
+from .yamlio import load_yaml
+
+#: the two contexts between which ``per_token_layer`` measures the slope: past every window and a multiple
+#: of every compression ratio, so the slope is exact
+_SLOPE_FROM, _SLOPE_TO = 1 << 20, 1 << 21
+UNITS = set(UNIT_BYTES) | {"x", "%", "entries", "layers"}
+CLAIM_KEYS = {"id", "claim", "source", "quote", "published", "unit", "basis", "compute", "tolerance", "note"}
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    id: str
+    claim: str
+    source: str
+    quote: str
+    basis: str
+    published: float
+    unit: str
+    computed: float
+    tolerance: dict
+    passed: bool
+
+    def _fmt(self, v: float) -> str:
+        text = f"{v:,.4f}".rstrip("0").rstrip(".") if v != int(v) else f"{int(v):,}"
+        return f"{text}%" if self.unit == "%" else f"{text}x" if self.unit == "x" else f"{text} {self.unit}"
+
+    def published_text(self) -> str:
+        return self._fmt(self.published)
+
+    def computed_text(self) -> str:
+        return self._fmt(self.computed)
+
+    def tolerance_text(self) -> str:
+        if "abs" in self.tolerance:
+            return "exact" if self.tolerance["abs"] == 0 else f"±{self.tolerance['abs']:g}"
+        return f"±{self.tolerance['rel']:.0%}"
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "claim": self.claim, "source": self.source, "quote": self.quote, "basis": self.basis,
+            "published": self.published, "unit": self.unit, "computed": self.computed,
+            "tolerance": self.tolerance, "passed": self.passed,
+        }
+
+
+class _Evaluator:
+    def __init__(self, where: str):
+        self.where = where
+
+    def err(self, msg: str) -> KvcalcError:
+        return KvcalcError(f"{self.where}: {msg}")
+
+    def args(self, spec: Any, op: str, required: set[str], optional: set[str] = frozenset()) -> dict:
+        if not isinstance(spec, dict):
+            raise self.err(f"compute.{op}: must be a mapping of arguments")
+        missing = required - set(spec)
+        unknown = set(spec) - required - set(optional)
+        if missing:
+            raise self.err(f"compute.{op}: missing argument(s) {sorted(missing)}")
+        if unknown:
+            raise self.err(f"compute.{op}: unknown argument(s) {sorted(unknown)}")
+        return spec
+
+    def tokens(self, value: Any, op: str) -> int:
+        return parse_tokens(str(value), f"{self.where}: compute.{op}.context")
+
+    def __call__(self, compute: Any) -> float:
+        if not isinstance(compute, dict) or len(compute) != 1:
+            raise self.err("compute: must be a mapping with exactly one operation")
+        (op, spec), = compute.items()
+        if op == "sequence":
+            a = self.args(spec, op, {"model", "context", "precision", "basis"}, {"mtp"})
+            e = estimate(str(a["model"]), self.tokens(a["context"], op), precision=str(a["precision"]),
+                         basis=a["basis"], mtp=bool(a.get("mtp", False)))
+            return float(e.per_sequence[0])
+        if op in ("layer", "per_token_layer"):
+            req = {"model", "kind", "precision", "basis"} | ({"context"} if op == "layer" else set())
+            a = self.args(spec, op, req)
+            contexts = [self.tokens(a["context"], op)] if op == "layer" else [_SLOPE_FROM, _SLOPE_TO]
+            e = estimate(str(a["model"]), contexts, precision=str(a["precision"]), basis=a["basis"])
+            layer = next((lay for lay in e.layers if lay.kind == a["kind"]), None)
+            if layer is None:
+                raise self.err(f"compute.{op}.kind: model {a['model']} has no layer of kind {a['kind']!r}")
+            if op == "layer":
+                return float(layer.bytes[0])
+            return float(layer.bytes[1] - layer.bytes[0]) / (_SLOPE_TO - _SLOPE_FROM)
+        if op == "entries":
+            a = self.args(spec, op, {"model", "component", "context"})
+            model = load_model(str(a["model"]))
+            comp = model.components.get(str(a["component"]))
+            if comp is None:
+                raise self.err(f"compute.entries.component: model {a['model']} has no component {a['component']!r}")
+            import numpy as np
+
+            return float(comp.entries(np.array([self.tokens(a["context"], op)]))[0])
+        if op == "entry_bytes":
+            a = self.args(spec, op, {"format", "dim"}, {"rope_dim"})
+            fmt = get_format(str(a["format"]), f"{self.where}: compute.entry_bytes.format")
+            return float(fmt.entry_bytes(int(a["dim"]), int(a.get("rope_dim", 0)), f"{self.where}: compute.entry_bytes"))
+        if op == "layers":
+            a = self.args(spec, op, {"model", "kind"})
+            model = load_model(str(a["model"]))
+            if a["kind"] not in model.layer_kinds:
+                raise self.err(f"compute.layers.kind: model {a['model']} has no layer kind {a['kind']!r}")
+            return float(model.layers.count(a["kind"]))
+        if op == "ratio":
+            a = self.args(spec, op, {"num", "den"})
+            den = self(a["den"])
+            if den == 0:
+                raise self.err("compute.ratio: the denominator is zero")
+            return self(a["num"]) / den
+        raise self.err(
+            f"compute: unknown operation {op!r}; one of: sequence, layer, per_token_layer, entries, entry_bytes, layers, ratio"
+        )
+
+
+def _check_one(raw: Any, index: int, path: str, sources: dict) -> ClaimResult:
+    where = f"{path}: claims[{index}]"
+    if not isinstance(raw, dict):
+        raise KvcalcError(f"{where}: must be a mapping")
+    cid = str(raw.get("id", index))
+    where = f"{path}: claim {cid}"
+    unknown = set(raw) - CLAIM_KEYS
+    if unknown:
+        raise KvcalcError(f"{where}: unknown key(s) {sorted(unknown)}")
+    for key in ("id", "claim", "source", "quote", "published", "unit", "compute", "tolerance"):
+        if key not in raw:
+            raise KvcalcError(f"{where}.{key}: missing required key")
+    unit = str(raw["unit"])
+    if unit not in UNITS:
+        raise KvcalcError(f"{where}.unit: unknown unit {unit!r}; one of: {', '.join(sorted(UNITS))}")
+    published = raw["published"]
+    if isinstance(published, bool) or not isinstance(published, (int, float)):
+        raise KvcalcError(f"{where}.published: must be a number, got {published!r}")
+    tol = raw["tolerance"]
+    if not isinstance(tol, dict) or len(tol) != 1 or not set(tol) <= {"abs", "rel"}:
+        raise KvcalcError(f"{where}.tolerance: must be {{abs: N}} or {{rel: r}}")
+    (tkind, tval), = tol.items()
+    if isinstance(tval, bool) or not isinstance(tval, (int, float)) or tval < 0:
+        raise KvcalcError(f"{where}.tolerance.{tkind}: must be a non-negative number")
+    if str(raw["source"]) not in sources:
+        raise KvcalcError(f"{where}.source: {raw['source']!r} is not listed under sources")
+
+    value = _Evaluator(where)(raw["compute"])
+    if unit in UNIT_BYTES:
+        value /= UNIT_BYTES[unit]
+    elif unit == "%":
+        value *= 100
+    limit = tval if tkind == "abs" else tval * abs(published)
+    passed = abs(value - published) <= limit + 1e-12 * max(1.0, abs(published))
+    return ClaimResult(
+        id=cid, claim=str(raw["claim"]), source=sources[str(raw["source"])], quote=str(raw["quote"]),
+        basis=str(raw.get("basis", "")), published=float(published), unit=unit, computed=float(value),
+        tolerance={tkind: tval}, passed=passed,
+    )
+
+
+def check(path: str | Path | None = None) -> list[ClaimResult]:
+    path = Path(path) if path else claims_file()
+    data = load_yaml(path)
+    if not isinstance(data, dict) or not isinstance(data.get("claims"), list) or not data["claims"]:
+        raise KvcalcError(f"{path}: must be a mapping with a non-empty 'claims' list")
+    sources = data.get("sources") or {}
+    if not isinstance(sources, dict):
+        raise KvcalcError(f"{path}: sources: must be a mapping")
+    results = [_check_one(c, i, str(path), {str(k): str(v) for k, v in sources.items()}) for i, c in enumerate(data["claims"])]
+    ids = [r.id for r in results]
+    dup = next((i for i in ids if ids.count(i) > 1), None)
+    if dup:
+        raise KvcalcError(f"{path}: claim id {dup!r} appears twice")
+    return results

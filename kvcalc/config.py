@@ -1,0 +1,374 @@
+"""YAML architecture config -> ModelSpec, strictly.
+
+Unknown keys, missing keys, wrong types and impossible values are errors that name the file and the field.
+Any value may be written plainly or as ``{value: ..., source: "..."}``; the sources are kept for ``show``.
+The format is documented in docs/config-format.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import KvcalcError
+from .formats import StorageFormat, get_format
+from .paths import configs_dir
+from .specs import CACHE_KINDS, CacheSpec, FixedState, required_fields, spec_fields
+from .yamlio import load_yaml
+
+FORMAT_VERSION = 1
+
+TOP_KEYS = {
+    "kvcalc": "config format version (1)",
+    "name": "model name used on the command line",
+    "display_name": "human name",
+    "description": "one line on the architecture",
+    "sources": "mapping of short source names to URLs / citations",
+    "notes": "free text",
+    "max_context": "max_position_embeddings (tokens)",
+    "precisions": "precision name -> {role: storage format}",
+    "default_precision": "precision used when none is asked for",
+    "components": "component name -> cache spec",
+    "layer_kinds": "layer kind -> list of component names",
+    "layers": "the layer layout (list of kinds / patterns, or select + kinds)",
+    "mtp": "multi-token-prediction layers {layers: N, kind: K}",
+}
+REQUIRED_TOP = ("kvcalc", "name", "precisions", "default_precision", "components", "layer_kinds", "layers")
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    formats: dict[str, StorageFormat]  # role -> format
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    display_name: str
+    description: str
+    path: str
+    sources: dict[str, str]
+    max_context: int | None
+    precisions: dict[str, Precision]
+    default_precision: str
+    components: dict[str, CacheSpec]
+    layer_kinds: dict[str, tuple[str, ...]]  # kind -> component names
+    layers: tuple[str, ...]  # kind of each main layer, index = layer number
+    mtp_layers: tuple[str, ...] = ()
+    provenance: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def precision(self, name: str | None) -> Precision:
+        name = name or self.default_precision
+        try:
+            return self.precisions[name]
+        except KeyError:
+            raise KvcalcError(
+                f"--precision: model {self.name} has no precision {name!r}; it declares: "
+                f"{', '.join(self.precisions)}"
+            ) from None
+
+    def kind_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for k in self.layers:
+            counts[k] = counts.get(k, 0) + 1
+        return counts
+
+    def layout_text(self) -> str:
+        """'30 c4a + 31 c128a' in the order kinds first appear... sorted by kind order in layer_kinds."""
+        counts = self.kind_counts()
+        return " + ".join(f"{counts[k]} {k}" for k in self.layer_kinds if k in counts)
+
+
+# ---- value helpers -------------------------------------------------------------------------------------
+class _Ctx:
+    def __init__(self, path: str):
+        self.path = path
+        self.provenance: dict[str, str] = {}
+
+    def err(self, where: str, msg: str) -> KvcalcError:
+        return KvcalcError(f"{self.path}: {where}: {msg}" if where else f"{self.path}: {msg}")
+
+    def unwrap(self, value: Any, where: str) -> Any:
+        """``{value: X, source: S}`` -> X (recording S); anything else unchanged."""
+        if isinstance(value, dict) and "value" in value:
+            extra = set(value) - {"value", "source", "note"}
+            if extra:
+                raise self.err(where, f"unknown key(s) {sorted(extra)} beside 'value' (allowed: value, source, note)")
+            if "source" in value:
+                self.provenance[where] = str(value["source"])
+            return value["value"]
+        return value
+
+    def mapping(self, value: Any, where: str) -> dict:
+        value = self.unwrap(value, where)
+        if not isinstance(value, dict):
+            raise self.err(where, f"must be a mapping, got {_typename(value)}")
+        return value
+
+    def integer(self, value: Any, where: str, minimum: int = 1) -> int:
+        value = self.unwrap(value, where)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.err(where, f"must be an integer, got {_typename(value)} {value!r}")
+        if value < minimum:
+            raise self.err(where, f"must be at least {minimum}, got {value}")
+        return value
+
+    def string(self, value: Any, where: str) -> str:
+        value = self.unwrap(value, where)
+        if not isinstance(value, str) or not value.strip():
+            raise self.err(where, f"must be a non-empty string, got {_typename(value)}")
+        return value
+
+    def boolean(self, value: Any, where: str) -> bool:
+        value = self.unwrap(value, where)
+        if not isinstance(value, bool):
+            raise self.err(where, f"must be true or false, got {value!r}")
+        return value
+
+    def keys(self, data: dict, where: str, allowed, required=()) -> None:
+        unknown = [k for k in data if k not in allowed]
+        if unknown:
+            k = unknown[0]
+            hint = difflib.get_close_matches(str(k), [str(a) for a in allowed], n=1)
+            more = f"; did you mean {hint[0]!r}?" if hint else f"; allowed: {', '.join(sorted(map(str, allowed)))}"
+            raise self.err(f"{where}.{k}" if where else str(k), f"unknown key{more}")
+        for k in required:
+            if k not in data:
+                raise self.err(f"{where}.{k}" if where else k, "missing required key")
+
+
+def _typename(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "nothing"}.get(
+        type(value), type(value).__name__
+    )
+
+
+# ---- sections ------------------------------------------------------------------------------------------
+def _component(ctx: _Ctx, name: str, raw: Any) -> CacheSpec:
+    where = f"components.{name}"
+    data = ctx.mapping(raw, where)
+    if "cache" not in data:
+        raise ctx.err(f"{where}.cache", f"missing required key; one of: {', '.join(CACHE_KINDS)}")
+    kind = ctx.string(data["cache"], f"{where}.cache")
+    cls = CACHE_KINDS.get(kind)
+    if cls is None:
+        hint = difflib.get_close_matches(kind, CACHE_KINDS, n=1)
+        raise ctx.err(
+            f"{where}.cache",
+            f"unknown cache kind {kind!r}" + (f"; did you mean {hint[0]!r}?" if hint else f"; one of: {', '.join(CACHE_KINDS)}"),
+        )
+    types = spec_fields(cls)
+    if not cls.per_token:
+        types.pop("storage", None)
+    ctx.keys(data, where, set(types) | {"cache", "source", "note"}, sorted(required_fields(cls) - {"storage"}))
+    kwargs: dict[str, Any] = {"name": name}
+    if "source" in data:
+        ctx.provenance[where] = str(data["source"])
+        kwargs["source"] = str(data["source"])
+    for key, typ in types.items():
+        if key not in data:
+            continue
+        fw = f"{where}.{key}"
+        if typ in ("int", "int | None"):
+            # rope_dim may be 0; everything else must be positive
+            kwargs[key] = ctx.integer(data[key], fw, minimum=0 if key == "rope_dim" else 1)
+        elif typ == "bool":
+            kwargs[key] = ctx.boolean(data[key], fw)
+        elif typ == "str":
+            kwargs[key] = ctx.string(data[key], fw)
+        elif typ.startswith("tuple[int"):
+            seq = ctx.unwrap(data[key], fw)
+            if not isinstance(seq, list) or not seq:
+                raise ctx.err(fw, f"must be a non-empty list of integers, got {_typename(seq)}")
+            kwargs[key] = tuple(ctx.integer(v, f"{fw}[{i}]") for i, v in enumerate(seq))
+        else:  # pragma: no cover - a spec class declared a type the loader does not know
+            raise ctx.err(fw, f"internal: unsupported field type {typ}")
+    spec = cls(**kwargs)
+    try:
+        spec.validate(where)
+    except KvcalcError as exc:
+        raise KvcalcError(f"{ctx.path}: {exc}") from None
+    return spec
+
+
+def _precisions(ctx: _Ctx, raw: Any, roles: set[str], components: dict[str, CacheSpec]) -> dict[str, Precision]:
+    data = ctx.mapping(raw, "precisions")
+    if not data:
+        raise ctx.err("precisions", "must declare at least one precision")
+    out = {}
+    for pname, pdata in data.items():
+        where = f"precisions.{pname}"
+        pdata = ctx.mapping(pdata, where)
+        source = str(pdata.get("source", ""))
+        if source:
+            ctx.provenance[where] = source
+        ctx.keys(pdata, where, roles | {"source", "note"}, sorted(roles))
+        formats = {
+            role: get_format(ctx.string(pdata[role], f"{where}.{role}"), f"{ctx.path}: {where}.{role}")
+            for role in pdata
+            if role in roles
+        }
+        # every component must be storable in this precision (e.g. group sizes divide the dims)
+        for comp in components.values():
+            if comp.per_token:
+                try:
+                    comp.entry_bytes(formats[comp.storage])
+                except KvcalcError as exc:
+                    raise ctx.err(f"{where}.{comp.storage}", str(exc)) from None
+        out[str(pname)] = Precision(name=str(pname), formats=formats, source=source)
+    return out
+
+
+def _layers(ctx: _Ctx, raw: Any, kinds: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    raw = ctx.unwrap(raw, "layers")
+
+    def kind_ref(value: Any, where: str) -> str:
+        name = ctx.unwrap(value, where)
+        if not isinstance(name, str) or name not in kinds:
+            hint = difflib.get_close_matches(str(name), kinds, n=1)
+            raise ctx.err(
+                where,
+                f"unknown layer kind {name!r}" + (f"; did you mean {hint[0]!r}?" if hint else f"; declared: {', '.join(kinds)}"),
+            )
+        return name
+
+    out: list[str] = []
+    if isinstance(raw, dict):  # {select: [per-layer values], kinds: {value: kind}}
+        ctx.keys(raw, "layers", {"select", "kinds", "source", "note"}, ["select", "kinds"])
+        if "source" in raw:
+            ctx.provenance["layers"] = str(raw["source"])
+        values = ctx.unwrap(raw["select"], "layers.select")
+        if not isinstance(values, list) or not values:
+            raise ctx.err("layers.select", f"must be a non-empty list, got {_typename(values)}")
+        mapping = ctx.mapping(raw["kinds"], "layers.kinds")
+        for i, v in enumerate(values):
+            if isinstance(v, (dict, list)) or v not in mapping:
+                raise ctx.err(f"layers.select[{i}]", f"value {v!r} has no entry in layers.kinds (keys: {list(mapping)})")
+            out.append(kind_ref(mapping[v], f"layers.kinds.{v}"))
+    elif isinstance(raw, list) and raw:
+        for i, item in enumerate(raw):
+            where = f"layers[{i}]"
+            if isinstance(item, dict):
+                ctx.keys(item, where, {"pattern", "layers", "source", "note"}, ["pattern", "layers"])
+                pattern = ctx.unwrap(item["pattern"], f"{where}.pattern")
+                pattern = pattern if isinstance(pattern, list) else [pattern]
+                if not pattern:
+                    raise ctx.err(f"{where}.pattern", "must name at least one layer kind")
+                names = [kind_ref(p, f"{where}.pattern[{j}]") for j, p in enumerate(pattern)]
+                n = ctx.integer(item["layers"], f"{where}.layers")
+                out.extend(names[j % len(names)] for j in range(n))
+            else:
+                out.append(kind_ref(item, where))
+    else:
+        raise ctx.err("layers", "must be a non-empty list of layer kinds / {pattern, layers} items, or {select, kinds}")
+    return tuple(out)
+
+
+def parse_model(data: Any, path: str) -> ModelSpec:
+    ctx = _Ctx(path)
+    if not isinstance(data, dict):
+        raise ctx.err("", f"the top level must be a mapping, got {_typename(data)}")
+    ctx.keys(data, "", TOP_KEYS, REQUIRED_TOP)
+    version = ctx.integer(data["kvcalc"], "kvcalc")
+    if version != FORMAT_VERSION:
+        raise ctx.err("kvcalc", f"unsupported config format version {version}; this kvcalc reads {FORMAT_VERSION}")
+    name = ctx.string(data["name"], "name")
+    sources_raw = data.get("sources", {}) or {}
+    if not isinstance(sources_raw, dict):
+        raise ctx.err("sources", f"must be a mapping of names to citations, got {_typename(sources_raw)}")
+    sources = {str(k): str(v) for k, v in sources_raw.items()}
+    max_context = ctx.integer(data["max_context"], "max_context") if "max_context" in data else None
+
+    comp_raw = ctx.mapping(data["components"], "components")
+    if not comp_raw:
+        raise ctx.err("components", "must declare at least one component")
+    components = {str(k): _component(ctx, str(k), v) for k, v in comp_raw.items()}
+
+    kinds_raw = ctx.mapping(data["layer_kinds"], "layer_kinds")
+    kinds: dict[str, tuple[str, ...]] = {}
+    for kname, comps in kinds_raw.items():
+        where = f"layer_kinds.{kname}"
+        comps = ctx.unwrap(comps, where)
+        if not isinstance(comps, list) or not comps:
+            raise ctx.err(where, "must be a non-empty list of component names")
+        for j, c in enumerate(comps):
+            if c not in components:
+                hint = difflib.get_close_matches(str(c), components, n=1)
+                raise ctx.err(f"{where}[{j}]", f"unknown component {c!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
+        if len(set(comps)) != len(comps):
+            raise ctx.err(where, "lists a component twice")
+        kinds[str(kname)] = tuple(comps)
+
+    layers = _layers(ctx, data["layers"], kinds)
+
+    mtp: tuple[str, ...] = ()
+    if "mtp" in data:
+        m = ctx.mapping(data["mtp"], "mtp")
+        ctx.keys(m, "mtp", {"layers", "kind", "source", "note"}, ["layers", "kind"])
+        if "source" in m:
+            ctx.provenance["mtp"] = str(m["source"])
+        n = ctx.integer(m["layers"], "mtp.layers", minimum=0)
+        kind = ctx.string(m["kind"], "mtp.kind")
+        if kind not in kinds:
+            raise ctx.err("mtp.kind", f"unknown layer kind {kind!r}; declared: {', '.join(kinds)}")
+        mtp = (kind,) * n
+
+    used = {c for k in set(layers) | set(mtp) for c in kinds[k]}
+    roles = {components[c].storage for c in used if components[c].per_token}
+    unused = [k for k in kinds if k not in set(layers) | set(mtp)]
+    if unused:
+        raise ctx.err(f"layer_kinds.{unused[0]}", "declared but used by no layer")
+    precisions = _precisions(ctx, data["precisions"], roles, {c: components[c] for c in used})
+    default = ctx.string(data["default_precision"], "default_precision")
+    if default not in precisions:
+        raise ctx.err("default_precision", f"{default!r} is not among precisions ({', '.join(precisions)})")
+
+    return ModelSpec(
+        name=name,
+        display_name=str(data.get("display_name", name)),
+        description=str(data.get("description", "")),
+        path=path,
+        sources=sources,
+        max_context=max_context,
+        precisions=precisions,
+        default_precision=default,
+        components=components,
+        layer_kinds=kinds,
+        layers=layers,
+        mtp_layers=mtp,
+        provenance=ctx.provenance,
+    )
+
+
+# ---- lookup --------------------------------------------------------------------------------------------
+def config_names() -> list[str]:
+    return sorted(p.stem for p in configs_dir().glob("*.yaml"))
+
+
+_CACHE: dict[str, ModelSpec] = {}
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    """A shipped config by name (``deepseek-v4-pro``) or any YAML file by path."""
+    key = str(name_or_path)
+    if key in _CACHE:
+        return _CACHE[key]
+    candidate = Path(key)
+    if key.endswith((".yaml", ".yml")) or candidate.is_file() or "/" in key:
+        path = candidate
+        if not path.is_file():
+            raise KvcalcError(f"MODEL: no such config file {key!r}")
+    else:
+        path = configs_dir() / f"{key}.yaml"
+        if not path.is_file():
+            names = config_names()
+            close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+            hint = f"; closest: {', '.join(close)}" if close else ""
+            raise KvcalcError(f"MODEL: unknown model {key!r}{hint} (`kvcalc models` lists all)")
+    model = parse_model(load_yaml(path), str(path))
+    _CACHE[key] = model
+    return model

@@ -1,0 +1,256 @@
+"""Bytes of every cache component of every layer at one or many contexts.
+
+Everything is ``entries(L) x entry_bytes + fixed_bytes`` per component, summed over the layers the basis
+counts, times the batch. Contexts are a numpy int64 vector, so a sweep over thousands of lengths is one
+pass. Layers of the same kind share their component arrays: the work is per kind, not per layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Literal, Sequence
+
+import numpy as np
+
+from .config import ModelSpec, load_model
+from .errors import KvcalcError
+from .units import MAX_TOKENS, format_tokens
+
+Basis = Literal["article", "complete"]
+BASES: dict[str, str] = {
+    "complete": "every cache a request holds: window, compressed entries, indexer keys and fixed per-request "
+    "state (compressor partials) of every main layer, plus the MTP layer when --mtp is set",
+    "article": "what vLLM's DeepSeek V4 write-up counts: window, compressed entries and indexer keys of the "
+    "main layers; no per-request state, no MTP layer",
+}
+PAGING = "exact bytes (no page or block rounding)"
+
+
+@dataclass(frozen=True)
+class ComponentBytes:
+    name: str
+    cache: str  # the spec kind, e.g. compressed_mla
+    storage: str  # the role the precision maps to a format (kv, indexer, state)
+    rule: str  # token rule in words, e.g. floor(L / 4)
+    format: str  # storage format name (the dtype for fixed state)
+    entry_bytes: int
+    fixed_bytes: int
+    entries: np.ndarray  # per context
+    bytes: np.ndarray  # per context, one sequence
+
+
+@dataclass(frozen=True)
+class LayerBytes:
+    index: int  # main layers 0..n-1; MTP layers follow
+    kind: str
+    mtp: bool
+    components: tuple[ComponentBytes, ...]
+    bytes: np.ndarray  # per context, one sequence
+
+
+@dataclass(frozen=True)
+class Estimate:
+    model: ModelSpec
+    precision: str
+    basis: str
+    mtp: bool
+    batch: int
+    contexts: np.ndarray
+    layers: tuple[LayerBytes, ...]
+    per_sequence: np.ndarray  # bytes per context for one sequence
+    warnings: tuple[str, ...]
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.per_sequence * self.batch
+
+    def kinds(self) -> dict[str, tuple[int, tuple[ComponentBytes, ...], np.ndarray]]:
+        """kind label -> (layer count, components, bytes of one layer); MTP layers get their own label."""
+        out: dict[str, tuple[int, tuple[ComponentBytes, ...], np.ndarray]] = {}
+        for layer in self.layers:
+            label = f"{layer.kind} (MTP)" if layer.mtp else layer.kind
+            n, comps, b = out.get(label, (0, layer.components, layer.bytes))
+            out[label] = (n + 1, comps, b)
+        order = {k: i for i, k in enumerate(self.model.layer_kinds)}
+        return dict(sorted(out.items(), key=lambda kv: (kv[0].endswith("(MTP)"), order[kv[0].split(" ")[0]])))
+
+    def layers_text(self) -> str:
+        kinds = self.kinds()
+        return " + ".join(f"{n} {label}" for label, (n, _, _) in kinds.items())
+
+    def entry_sizes(self) -> dict[str, list[int]]:
+        """role -> distinct bytes per entry, e.g. {'kv': [584], 'indexer': [68]}."""
+        out: dict[str, list[int]] = {}
+        for c in (c for layer in self.layers for c in layer.components if c.entry_bytes):
+            sizes = out.setdefault(c.storage, [])
+            if c.entry_bytes not in sizes:
+                sizes.append(c.entry_bytes)
+        return out
+
+    def formats_text(self) -> str:
+        """'kv: fp8_ds_mla_v4 (584 B/entry); indexer: fp4_indexer (68 B/entry); state: fp32'."""
+        sizes = self.entry_sizes()
+        parts = [
+            f"{role}: {fmt.name}" + (f" ({'/'.join(f'{b:,}' for b in sizes[role])} B/entry)" if role in sizes else "")
+            for role, fmt in self.model.precisions[self.precision].formats.items()
+        ]
+        states = sorted({c.format for layer in self.layers for c in layer.components if c.fixed_bytes})
+        if states:
+            parts.append(f"state: {', '.join(states)}")
+        return "; ".join(parts)
+
+    def basis_text(self) -> str:
+        mtp_note = ""
+        if self.model.mtp_layers:
+            mtp_note = (
+                f"; MTP layer{'s' if len(self.model.mtp_layers) > 1 else ''} counted"
+                if self.mtp
+                else "; MTP layer not counted" + (" (--mtp counts it)" if self.basis == "complete" else "")
+            )
+        return f"{self.basis}: {self.layers_text()}{mtp_note}; {PAGING}; binary units"
+
+    def to_dicts(self) -> list[dict]:
+        """One JSON-ready object per context."""
+        out = []
+        for i, ctx in enumerate(self.contexts.tolist()):
+            out.append(
+                {
+                    "model": self.model.name,
+                    "display_name": self.model.display_name,
+                    "context_tokens": int(ctx),
+                    "precision": self.precision,
+                    "basis": self.basis,
+                    "basis_detail": BASES[self.basis],
+                    "mtp_counted": self.mtp,
+                    "paging": "exact",
+                    "units": "bytes",
+                    "batch": self.batch,
+                    "total_bytes": int(self.total[i]),
+                    "per_sequence_bytes": int(self.per_sequence[i]),
+                    "storage": {
+                        role: fmt.name for role, fmt in self.model.precisions[self.precision].formats.items()
+                    },
+                    "layers": [
+                        {
+                            "index": layer.index,
+                            "kind": layer.kind,
+                            "mtp": layer.mtp,
+                            "bytes": int(layer.bytes[i]),
+                            "components": [
+                                {
+                                    "name": c.name,
+                                    "cache": c.cache,
+                                    "rule": c.rule,
+                                    "format": c.format,
+                                    "entries": int(c.entries[i]),
+                                    "entry_bytes": c.entry_bytes,
+                                    "fixed_bytes": c.fixed_bytes,
+                                    "bytes": int(c.bytes[i]),
+                                }
+                                for c in layer.components
+                            ],
+                        }
+                        for layer in self.layers
+                    ],
+                    "warnings": list(self.warnings_for(int(ctx))),
+                }
+            )
+        return out
+
+    def warnings_for(self, context: int) -> list[str]:
+        return [w for w in self.warnings if f"context {context:,} " in w]
+
+
+def _contexts(context: int | Iterable[int]) -> np.ndarray:
+    arr = np.atleast_1d(np.asarray(list(context) if not isinstance(context, (int, np.integer)) else context))
+    if arr.size == 0:
+        raise KvcalcError("context: give at least one context length")
+    if arr.dtype.kind not in "iu":
+        raise KvcalcError(f"context: token counts must be integers, got {arr.dtype}")
+    arr = arr.astype(np.int64)
+    bad = arr[(arr < 1) | (arr > MAX_TOKENS)]
+    if bad.size:
+        raise KvcalcError(f"context: {int(bad[0])} is outside 1 .. {MAX_TOKENS:,} tokens")
+    return arr
+
+
+def estimate(
+    model: ModelSpec | str,
+    context: int | Sequence[int] = 1 << 20,
+    *,
+    precision: str | None = None,
+    basis: Basis = "complete",
+    batch: int = 1,
+    mtp: bool = False,
+) -> Estimate:
+    """KV cache bytes of ``model`` after ``context`` tokens (an int or a sequence of ints).
+
+    ``basis='complete'`` counts everything a request holds; ``'article'`` reproduces vLLM's write-up
+    (window + compressed entries + indexer of the main layers only). ``mtp=True`` adds the model's MTP
+    layers (speculative decoding on); it needs the complete basis.
+    """
+    spec = load_model(model) if isinstance(model, str) else model
+    if basis not in BASES:
+        raise KvcalcError(f"--basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}")
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise KvcalcError(f"--batch: must be a positive integer, got {batch!r}")
+    if mtp and basis != "complete":
+        raise KvcalcError("--mtp: the article basis leaves the MTP layer out by definition; use --basis complete")
+    prec = spec.precision(precision)
+    contexts = _contexts(context)
+
+    per_kind: dict[str, tuple[tuple[ComponentBytes, ...], np.ndarray]] = {}
+    for kind in dict.fromkeys(spec.layers + (spec.mtp_layers if mtp else ())):
+        comps = []
+        for cname in spec.layer_kinds[kind]:
+            comp = spec.components[cname]
+            if not comp.per_token and basis == "article":
+                continue
+            if comp.per_token:
+                fmt = prec.formats[comp.storage]
+                eb, fmt_name = comp.entry_bytes(fmt), fmt.name
+            else:
+                eb, fmt_name = 0, getattr(comp, "dtype", "")
+            entries = comp.entries(contexts)
+            fixed = comp.fixed_bytes()
+            comps.append(
+                ComponentBytes(
+                    name=cname,
+                    cache=comp.kind,
+                    storage=comp.storage,
+                    rule=comp.rule(),
+                    format=fmt_name,
+                    entry_bytes=eb,
+                    fixed_bytes=fixed,
+                    entries=entries,
+                    bytes=entries * eb + fixed,
+                )
+            )
+        layer_bytes = sum((c.bytes for c in comps), np.zeros_like(contexts))
+        per_kind[kind] = (tuple(comps), layer_bytes)
+
+    layers = [LayerBytes(i, k, False, *per_kind[k]) for i, k in enumerate(spec.layers)]
+    if mtp:
+        n = len(spec.layers)
+        layers += [LayerBytes(n + j, k, True, *per_kind[k]) for j, k in enumerate(spec.mtp_layers)]
+    per_seq = sum((layer.bytes for layer in layers), np.zeros_like(contexts))
+
+    warnings = []
+    if spec.max_context is not None:
+        for ctx in contexts.tolist():
+            if ctx > spec.max_context:
+                warnings.append(
+                    f"{spec.name}: context {ctx:,} ({format_tokens(ctx)}) exceeds the model's max_context "
+                    f"{spec.max_context:,} ({format_tokens(spec.max_context)}); computed anyway"
+                )
+    return Estimate(
+        model=spec,
+        precision=prec.name,
+        basis=basis,
+        mtp=mtp,
+        batch=int(batch),
+        contexts=contexts,
+        layers=tuple(layers),
+        per_sequence=per_seq,
+        warnings=tuple(warnings),
+    )

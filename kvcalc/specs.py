@@ -1,0 +1,278 @@
+"""Cache specs: one frozen dataclass per kind of cache a layer can hold.
+
+Each spec answers one question: how many bytes does it hold after a request has seen L tokens? The answer
+always has the shape ``entries(L) x entry_bytes + fixed_bytes``: a token rule (all tokens, the last W, one
+entry per R tokens, none) times the bytes of one entry in the chosen storage format, plus bytes that do not
+depend on L (compressor partials, SSM state). ``entries`` is vectorised over a numpy array of contexts.
+
+A new attention kind is one new subclass registered in ``CACHE_KINDS``; the YAML loader, the estimator and
+the CLI need no change. Nothing here branches on a model's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import ClassVar
+
+import numpy as np
+
+from .errors import KvcalcError
+from .formats import StorageFormat, get_format
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheSpec:
+    """Base class. ``name`` is the component's name in the config; ``storage`` names the role (e.g. ``kv``,
+    ``indexer``) that a model's precision maps to a storage format."""
+
+    kind: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    #: Token-proportional or windowed caches are what vLLM's write-up counts ("article" basis);
+    #: constant per-request state is counted only in the "complete" basis.
+    per_token: ClassVar[bool] = True
+
+    name: str
+    storage: str = "kv"
+    source: str = field(default="", compare=False)
+
+    # ---- the three numbers every spec answers ------------------------------------------------------
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        """Entries held after ``contexts`` tokens (int64 array in, int64 array out)."""
+        raise NotImplementedError
+
+    def entry_bytes(self, fmt: StorageFormat) -> int:
+        """Bytes of one entry in storage format ``fmt``."""
+        raise NotImplementedError
+
+    def fixed_bytes(self) -> int:
+        """Bytes held per request whatever the context (0 for pure token caches)."""
+        return 0
+
+    def validate(self, where: str) -> None:
+        """Check cross-field rules; field types and positivity are checked by the loader."""
+
+    def rule(self) -> str:
+        """Entries held after L tokens, as a short formula: 'L', 'min(L,128)', 'L//4' (rounds down), 'fixed'."""
+        raise NotImplementedError
+
+
+def _positive(value: int, where: str, name: str) -> None:
+    if value <= 0:
+        raise KvcalcError(f"{where}.{name}: must be a positive integer, got {value}")
+
+
+# ---- standard attention: separate K and V per KV head (MHA / GQA / MQA) ---------------------------------
+@dataclass(frozen=True, kw_only=True)
+class FullAttention(CacheSpec):
+    kind: ClassVar[str] = "full_attention"
+    summary: ClassVar[str] = "K and V per KV head for every token (MHA / GQA / MQA)"
+
+    kv_heads: int
+    head_dim: int
+    v_head_dim: int | None = None  # defaults to head_dim (stated in the config format docs)
+
+    @property
+    def value_dim(self) -> int:
+        return self.head_dim if self.v_head_dim is None else self.v_head_dim
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        return np.asarray(contexts, dtype=np.int64)
+
+    def entry_bytes(self, fmt: StorageFormat) -> int:
+        where = f"component {self.name}"
+        return self.kv_heads * (fmt.entry_bytes(self.head_dim, 0, where) + fmt.entry_bytes(self.value_dim, 0, where))
+
+    def rule(self) -> str:
+        return "L"
+
+    def validate(self, where: str) -> None:
+        for name in ("kv_heads", "head_dim"):
+            _positive(getattr(self, name), where, name)
+        if self.v_head_dim is not None:
+            _positive(self.v_head_dim, where, "v_head_dim")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlidingWindowAttention(FullAttention):
+    kind: ClassVar[str] = "sliding_attention"
+    summary: ClassVar[str] = "K and V per KV head for the last `window` tokens"
+
+    window: int
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        return np.minimum(np.asarray(contexts, dtype=np.int64), self.window)
+
+    def rule(self) -> str:
+        return f"min(L,{self.window})"
+
+    def validate(self, where: str) -> None:
+        super().validate(where)
+        _positive(self.window, where, "window")
+
+
+# ---- latent caches: one vector per token serves as key and value (MLA, DeepSeek V4) ---------------------
+@dataclass(frozen=True, kw_only=True)
+class MLALatent(CacheSpec):
+    kind: ClassVar[str] = "mla"
+    summary: ClassVar[str] = "one latent vector per token (`dim` wide, last `rope_dim` are RoPE dims)"
+
+    dim: int
+    rope_dim: int = 0
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        return np.asarray(contexts, dtype=np.int64)
+
+    def entry_bytes(self, fmt: StorageFormat) -> int:
+        return fmt.entry_bytes(self.dim, self.rope_dim, f"component {self.name}")
+
+    def rule(self) -> str:
+        return "L"
+
+    def validate(self, where: str) -> None:
+        _positive(self.dim, where, "dim")
+        if not 0 <= self.rope_dim <= self.dim:
+            raise KvcalcError(f"{where}.rope_dim: must lie between 0 and dim ({self.dim}), got {self.rope_dim}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlidingWindowMLA(MLALatent):
+    kind: ClassVar[str] = "sliding_mla"
+    summary: ClassVar[str] = "one latent vector per token for the last `window` tokens (DeepSeek V4 window)"
+
+    window: int
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        return np.minimum(np.asarray(contexts, dtype=np.int64), self.window)
+
+    def rule(self) -> str:
+        return f"min(L,{self.window})"
+
+    def validate(self, where: str) -> None:
+        super().validate(where)
+        _positive(self.window, where, "window")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompressedMLA(MLALatent):
+    """DeepSeek V4 compressed entries: entry i is a gated weighted sum over ``span`` tokens ending at token
+    ``ratio * (i + 1)``; spans wider than the ratio overlap (c4a: span 8, stride 4). An entry exists once
+    its last stride is complete, so L tokens hold floor(L / ratio) entries; the unfinished stride lives in
+    the compressor state (a ``state`` component)."""
+
+    kind: ClassVar[str] = "compressed_mla"
+    summary: ClassVar[str] = "one entry per `ratio` tokens, each a weighted sum over `span` tokens (DeepSeek V4)"
+
+    ratio: int
+    span: int
+    shared_kv: bool = True  # one vector serves as key and value; False stores two
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        return np.asarray(contexts, dtype=np.int64) // self.ratio
+
+    def entry_bytes(self, fmt: StorageFormat) -> int:
+        return super().entry_bytes(fmt) * (1 if self.shared_kv else 2)
+
+    def rule(self) -> str:
+        return f"L//{self.ratio}"
+
+    def validate(self, where: str) -> None:
+        super().validate(where)
+        _positive(self.ratio, where, "ratio")
+        _positive(self.span, where, "span")
+        if self.ratio < 2:
+            raise KvcalcError(f"{where}.ratio: a compressed cache needs ratio >= 2, got {self.ratio}")
+        if self.span < self.ratio or self.span % self.ratio:
+            raise KvcalcError(
+                f"{where}.span: must be a whole multiple of ratio ({self.ratio}), got {self.span}"
+            )
+
+
+# ---- the sparse-attention indexer's key cache ------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class IndexerCache(CacheSpec):
+    """Lightning-indexer keys: one ``dim``-wide key per token (V3.2) or per compressed entry (V4 c4a,
+    ratio 4). ``topk`` is how many entries a query reads; it does not change the cache size."""
+
+    kind: ClassVar[str] = "indexer"
+    summary: ClassVar[str] = "one indexer key per `ratio` tokens (sparse top-k selection)"
+
+    dim: int
+    ratio: int = 1
+    topk: int | None = None
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        return np.asarray(contexts, dtype=np.int64) // self.ratio
+
+    def entry_bytes(self, fmt: StorageFormat) -> int:
+        return fmt.entry_bytes(self.dim, 0, f"component {self.name}")
+
+    def rule(self) -> str:
+        return "L" if self.ratio == 1 else f"L//{self.ratio}"
+
+    def validate(self, where: str) -> None:
+        _positive(self.dim, where, "dim")
+        _positive(self.ratio, where, "ratio")
+        if self.topk is not None:
+            _positive(self.topk, where, "topk")
+
+
+# ---- fixed-size per-request state ------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class FixedState(CacheSpec):
+    """State whose size does not grow with context: DeepSeek V4 compressor partials (the stride not yet
+    complete, kept in fp32), SSM / linear-attention state. ``shape`` multiplies out to the value count."""
+
+    kind: ClassVar[str] = "state"
+    summary: ClassVar[str] = "fixed per-request state of `shape` values in `dtype`"
+    per_token: ClassVar[bool] = False
+
+    shape: tuple[int, ...]
+    dtype: str = "fp32"
+    storage: str = "state"
+
+    @property
+    def values(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        return np.zeros_like(np.asarray(contexts, dtype=np.int64))
+
+    def entry_bytes(self, fmt: StorageFormat) -> int:
+        return 0
+
+    def fixed_bytes(self) -> int:
+        return get_format(self.dtype).entry_bytes(self.values, 0, f"component {self.name}")
+
+    def rule(self) -> str:
+        return "fixed"
+
+    def validate(self, where: str) -> None:
+        if not self.shape:
+            raise KvcalcError(f"{where}.shape: must list at least one dimension")
+        for i, s in enumerate(self.shape):
+            if s <= 0:
+                raise KvcalcError(f"{where}.shape[{i}]: must be a positive integer, got {s}")
+        fmt = get_format(self.dtype, f"{where}.dtype")
+        if fmt.group_size or fmt.rope_value_bytes is not None:
+            raise KvcalcError(f"{where}.dtype: state must use a plain dtype (fp32, bf16, ...), got {self.dtype}")
+
+
+CACHE_KINDS: dict[str, type[CacheSpec]] = {
+    cls.kind: cls
+    for cls in (FullAttention, SlidingWindowAttention, MLALatent, SlidingWindowMLA, CompressedMLA, IndexerCache, FixedState)
+}
+
+
+def spec_fields(cls: type[CacheSpec]) -> dict[str, object]:
+    """Field name -> declared type string for the YAML loader (name and source are set by the loader)."""
+    return {f.name: f.type for f in fields(cls) if f.name not in ("name", "source")}
+
+
+def required_fields(cls: type[CacheSpec]) -> set[str]:
+    from dataclasses import MISSING
+
+    return {
+        f.name
+        for f in fields(cls)
+        if f.default is MISSING and f.default_factory is MISSING and f.name not in ("name",)
+    }

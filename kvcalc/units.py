@@ -1,0 +1,87 @@
+"""Token counts in, byte counts out. All units are binary: k = 2**10, M = 2**20, G = 2**30 tokens,
+KiB/MiB/GiB = 2**10/2**20/2**30 bytes."""
+
+from __future__ import annotations
+
+import re
+
+from .errors import KvcalcError
+
+KIB = 1 << 10
+MIB = 1 << 20
+GIB = 1 << 30
+TIB = 1 << 40
+
+TOKEN_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+# Contexts beyond this are treated as typos rather than plans: 2**32 tokens is 4,096x a 1M window.
+MAX_TOKENS = 1 << 32
+
+_TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
+
+
+def parse_tokens(text: str, what: str = "--context") -> int:
+    """Parse '1M' (1,048,576), '128k' (131,072), '1.5M' or a plain integer into a token count.
+
+    Suffixes are binary (k = 1024). Underscores and commas in plain numbers are accepted ('1_048_576').
+    """
+    raw = str(text)
+    cleaned = raw.replace("_", "").replace(",", "")
+    m = _TOKEN_RE.match(cleaned)
+    if not m:
+        raise KvcalcError(
+            f"{what}: {raw!r} is not a token count; use a positive integer or a binary suffix "
+            "k/M/G (1M = 1,048,576 tokens, 128k = 131,072)"
+        )
+    number, suffix = m.group(1), m.group(2).lower()
+    mult = TOKEN_SUFFIXES[suffix]
+    if "." in number:
+        whole, frac = number.split(".")
+        # exact rational arithmetic: value = (whole.frac) * mult must be an integer
+        numerator = int(whole + frac) * mult
+        denominator = 10 ** len(frac)
+        if numerator % denominator:
+            raise KvcalcError(f"{what}: {raw!r} is not a whole number of tokens")
+        value = numerator // denominator
+    else:
+        value = int(number) * mult
+    if value <= 0:
+        raise KvcalcError(f"{what}: {raw!r} must be at least 1 token")
+    if value > MAX_TOKENS:
+        raise KvcalcError(
+            f"{what}: {raw!r} ({value:,} tokens) is beyond the supported limit of {MAX_TOKENS:,} tokens (4G)"
+        )
+    return value
+
+
+def parse_token_list(values: list[str] | tuple[str, ...], what: str = "--context") -> list[int]:
+    """Parse repeated and/or comma-separated token counts: ['128k,1M', '2M'] -> [131072, 1048576, 2097152]."""
+    out: list[int] = []
+    for item in values:
+        for part in str(item).split(","):
+            if not part.strip():
+                raise KvcalcError(f"{what}: empty value in {item!r}")
+            out.append(parse_tokens(part, what))
+    if not out:
+        raise KvcalcError(f"{what}: give at least one context length")
+    return out
+
+
+def format_tokens(n: int) -> str:
+    """1048576 -> '1M', 131072 -> '128k', 1000 -> '1000' (binary suffixes, exact only)."""
+    for suffix, mult in (("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
+        if n >= mult and n % mult == 0:
+            return f"{n // mult}{suffix}"
+    return str(n)
+
+
+def format_bytes(n: float, digits: int = 2) -> str:
+    """Human bytes in binary units: 1408 -> '1.38 KiB', 90060980224 -> '83.88 GiB'."""
+    n = float(n)
+    for unit, size in (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if abs(n) >= size:
+            return f"{n / size:.{digits}f} {unit}"
+    return f"{int(n)} B"
+
+
+UNIT_BYTES = {"B": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB, "TiB": TIB}
