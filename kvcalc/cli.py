@@ -94,7 +94,7 @@ def estimate(
         return
     con = _console()
     single = not headline and len(models) == 1 and len(results) == 1 and not refs
-    if not single or by_layer:
+    if not single:
         report.render_summary(con, results, refs, headline=headline)
     if by_layer:
         for r in results:

@@ -58,7 +58,11 @@ class Estimate:
     contexts: np.ndarray
     layers: tuple[LayerBytes, ...]
     per_sequence: np.ndarray  # bytes per context for one sequence
-    warnings: tuple[str, ...]
+    context_warnings: tuple[tuple[int, str], ...]  # (context, message)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(msg for _, msg in self.context_warnings)
 
     @property
     def total(self) -> np.ndarray:
@@ -158,7 +162,7 @@ class Estimate:
         return out
 
     def warnings_for(self, context: int) -> list[str]:
-        return [w for w in self.warnings if f"context {context:,} " in w]
+        return [msg for ctx, msg in self.context_warnings if ctx == context]
 
 
 def _contexts(context: int | Iterable[int]) -> np.ndarray:
@@ -239,10 +243,10 @@ def estimate(
     if spec.max_context is not None:
         for ctx in contexts.tolist():
             if ctx > spec.max_context:
-                warnings.append(
+                warnings.append((ctx,
                     f"{spec.name}: context {ctx:,} ({format_tokens(ctx)}) exceeds the model's max_context "
                     f"{spec.max_context:,} ({format_tokens(spec.max_context)}); computed anyway"
-                )
+                ))
     return Estimate(
         model=spec,
         precision=prec.name,
@@ -252,5 +256,5 @@ def estimate(
         contexts=contexts,
         layers=tuple(layers),
         per_sequence=per_seq,
-        warnings=tuple(warnings),
+        context_warnings=tuple(warnings),
     )

@@ -1,0 +1,72 @@
+"""Cold-start benchmark: `kvcalc estimate --context 1M` against the import floor of its dependencies.
+
+    python benchmarks/bench_startup.py [--runs 15] [--out reports/bench_startup.json]
+
+Each run is a fresh interpreter (cold for Python, warm for the OS file cache, as a user's second call is).
+The floor is `python -c "import typer, rich, yaml, numpy"` measured in the same run on the same machine.
+Target: the median estimate time is at most 1.5x the median floor. Exit status 1 if the target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+FLOOR = [sys.executable, "-c", "import typer, rich, yaml, numpy"]
+ESTIMATE = [sys.executable, "-m", "kvcalc", "estimate", "--context", "1M"]
+TARGET = 1.5
+
+
+def _time(cmd: list[str], runs: int) -> list[float]:
+    env = dict(os.environ, COLUMNS="120")
+    subprocess.run(cmd, check=True, capture_output=True, env=env)  # warm the file cache once
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--out", default=None, help="write the figures as JSON here")
+    args = ap.parse_args()
+    # interleave so drift on a busy machine hits both alike
+    floor, est = [], []
+    for _ in range(args.runs):
+        floor += _time(FLOOR, 1)
+        est += _time(ESTIMATE, 1)
+    f, e = statistics.median(floor), statistics.median(est)
+    ratio = e / f
+    result = {
+        "command": " ".join(ESTIMATE[2:]).replace("-m kvcalc", "kvcalc"),
+        "floor_command": "python -c 'import typer, rich, yaml, numpy'",
+        "runs": args.runs,
+        "floor_median_s": round(f, 4),
+        "estimate_median_s": round(e, 4),
+        "floor_min_s": round(min(floor), 4),
+        "estimate_min_s": round(min(est), 4),
+        "ratio": round(ratio, 3),
+        "target_ratio": TARGET,
+        "passed": ratio <= TARGET,
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+    }
+    print(json.dumps(result, indent=2))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(result, fh, indent=2)
+            fh.write("\n")
+    return 0 if result["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The CLI as a user runs it: headline, per-model breakdown, JSON, compare, models, show."""
+
+import subprocess
+import sys
+
+M = 1 << 20
+
+
+def test_headline_tells_the_story(cli):
+    r = cli("estimate", "--context", "1M")
+    assert r.code == 0, r.err
+    for name in ("deepseek-v3.2", "gqa8-hd128-l61", "deepseek-v4-pro", "gqa8-hd128-l43", "deepseek-v4-flash"):
+        assert name in r.out
+    assert "83.88 GiB" in r.out  # 1408 x 61 x 1M
+    assert "Basis: complete" in r.out and "binary units" in r.out
+    assert "163,840" in r.err  # V3.2 beyond its max context: a visible warning
+
+
+def test_headline_json_has_ratios(cli):
+    r = cli("estimate", "--context", "1M", "--basis", "article", "--json")
+    assert r.code == 0
+    rows = {(d["model"], d["precision"]): d for d in r.json()}
+    pro = rows[("deepseek-v4-pro", "bf16")]
+    assert pro["total_bytes"] == 30 * ((128 + M // 4) * 1024 + (M // 4) * 256) + 31 * (128 + M // 128) * 1024
+    assert pro["reference"]["model"] == "deepseek-v3.2"
+    assert round(1 / pro["reference"]["ratio"], 1) == 8.7
+    assert rows[("deepseek-v3.2", "bf16")]["total_bytes"] == 1408 * 61 * M
+
+
+def test_single_model_breakdown(cli):
+    r = cli("estimate", "deepseek-v4-pro", "-c", "1M", "-p", "fp8")
+    assert r.code == 0
+    assert "c4_entries" in r.out and "fp8_ds_mla_v4" in r.out and "L//4" in r.out
+    assert "Basis: complete" in r.out and "MTP layer not counted" in r.out
+
+
+def test_by_layer_lists_every_layer(cli):
+    r = cli("estimate", "deepseek-v4-flash", "-c", "128k", "--by-layer", "--mtp")
+    assert r.code == 0
+    rows = [line.split() for line in r.out.splitlines()]
+    indices = [row[0] for row in rows if row and row[0].isdigit() and len(row) > 2 and row[1] in ("swa", "c4a", "c128a")]
+    assert indices == [str(i) for i in range(43)]  # the 43 main layers, in order
+    assert any(row[:3] == ["43", "(MTP)", "swa"] for row in rows)
+
+
+def test_json_fields(cli):
+    r = cli("estimate", "deepseek-v4-pro", "llama-3.1-8b", "-c", "128k,1M", "--json", "--batch", "2")
+    assert r.code == 0
+    data = r.json()
+    assert [(d["model"], d["context_tokens"]) for d in data] == [
+        ("deepseek-v4-pro", 131072), ("deepseek-v4-pro", M), ("llama-3.1-8b", 131072), ("llama-3.1-8b", M)]
+    for d in data:
+        for key in ("model", "context_tokens", "precision", "basis", "total_bytes", "layers"):
+            assert key in d
+        assert d["total_bytes"] == 2 * d["per_sequence_bytes"]
+        for layer in d["layers"]:
+            assert set(layer) >= {"index", "kind", "bytes"}
+    llama = data[2]
+    assert llama["per_sequence_bytes"] == 131072 * 131072  # 128 KiB per token x 128k tokens
+    assert llama["warnings"] == []
+    assert data[3]["warnings"] and "131,072" in data[3]["warnings"][0]
+
+
+def test_precision_all(cli):
+    r = cli("estimate", "deepseek-v3.2", "-p", "all", "-c", "1000", "--json")
+    assert {d["precision"]: d["per_sequence_bytes"] for d in r.json()} == {
+        "bf16": 1408 * 61 * 1000, "fp8": (656 + 132) * 61 * 1000}
+
+
+def test_compare(cli):
+    r = cli("compare", "deepseek-v3.2", "deepseek-v4-pro", "-c", "1M", "--basis", "article", "-p", "bf16", "--json")
+    assert r.code == 0
+    d = r.json()
+    assert round(1 / d["ratio_b_over_a"][0], 1) == 8.7
+    r = cli("compare", "deepseek-v4-pro", "deepseek-v4-pro", "-p", "bf16", "--precision-b", "fp8")
+    assert r.code == 0 and "deepseek-v4-pro" in r.out
+
+
+def test_models_and_show(cli):
+    r = cli("models")
+    assert r.code == 0 and "deepseek-v4-pro" in r.out and "30 c4a + 31 c128a" in r.out
+    r = cli("show", "deepseek-v4-pro")
+    assert r.code == 0 and "0-1 c128a, 2 c4a, 3 c128a" in r.out and "584" in r.out
+    r = cli("show", "deepseek-v4-flash", "--json")
+    d = r.json()
+    assert d["components"]["c4_entries"]["entry_bytes"] == {"bf16": 1024, "fp8": 584}
+    assert d["layer_list"][:3] == ["swa", "swa", "c4a"] and len(d["layer_list"]) == 43
+
+
+def test_usage_errors_exit_2(cli):
+    for args in (("estimate", "-c", "abc"), ("estimate", "--basis", "paged"), ("estimate", "--batch", "0"),
+                 ("estimate", "deepseek-v4-pro", "--basis", "article", "--mtp"), ("compare", "deepseek-v4-pro"),
+                 ("estimate", "deepseek-v4-pro", "--frobnicate")):
+        r = cli(*args)
+        assert r.code == 2, args
+        assert "Traceback" not in r.err
+
+
+def test_help_states_binary_units(cli):
+    r = cli("estimate", "--help")
+    assert r.code == 0 and "1,048,576" in r.out
+
+
+def test_console_script_runs():
+    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", "llama-3.1-8b", "-c", "1k", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    assert '"per_sequence_bytes": 134217728' in out  # 131,072 B x 1024 tokens

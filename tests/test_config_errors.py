@@ -1,0 +1,147 @@
+"""Bad configs: one line naming the file and field, exit code 2, never a traceback."""
+
+import copy
+
+import pytest
+import yaml
+
+import kvcalc
+from kvcalc.config import parse_model
+from kvcalc.errors import KvcalcError
+
+BASE = {
+    "kvcalc": 1,
+    "name": "toy",
+    "precisions": {"bf16": {"kv": "bf16", "indexer": "bf16"}, "fp8": {"kv": "fp8_ds_mla_v4", "indexer": "fp4_indexer"}},
+    "default_precision": "bf16",
+    "components": {
+        "win": {"cache": "sliding_mla", "window": 128, "dim": 512, "rope_dim": 64, "storage": "kv"},
+        "c4": {"cache": "compressed_mla", "ratio": 4, "span": 8, "dim": 512, "rope_dim": 64},
+        "idx": {"cache": "indexer", "ratio": 4, "dim": 128, "storage": "indexer"},
+        "st": {"cache": "state", "shape": [8, 2, 2, 512], "dtype": "fp32"},
+    },
+    "layer_kinds": {"c4a": ["win", "c4", "idx", "st"], "swa": ["win"]},
+    "layers": ["swa", {"pattern": ["c4a"], "layers": 3}],
+}
+
+
+def write(tmp_path, data, name="toy.yaml"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return str(path)
+
+
+def mutate(change):
+    data = copy.deepcopy(BASE)
+    change(data)
+    return data
+
+
+def test_base_config_is_valid(tmp_path, cli):
+    r = cli("estimate", write(tmp_path, BASE), "-c", "1024", "--json")
+    assert r.code == 0, r.err
+    d = r.json()[0]
+    # swa: 128 x 1024; c4a: 128 x 1024 + 256 x 1024 + 256 x 256 + 8*2*2*512*4 (= 65,536)
+    assert d["total_bytes"] == 128 * 1024 + 3 * (128 * 1024 + 256 * 1024 + 256 * 256 + 65536)
+
+
+def _del(path):
+    def change(d):
+        node = d
+        for k in path[:-1]:
+            node = node[k]
+        del node[path[-1]]
+
+    return change
+
+
+def _set(path, value):
+    def change(d):
+        node = d
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+
+    return change
+
+
+CASES = [
+    ("unknown top key", _set(["layer_count"], 3), "layer_count: unknown key"),
+    ("typo suggests", _set(["components", "c4", "ratoi"], 4), "did you mean 'ratio'"),
+    ("missing key", _del(["layer_kinds"]), "layer_kinds: missing required key"),
+    ("missing component field", _del(["components", "c4", "span"]), "components.c4.span: missing required key"),
+    ("negative dim", _set(["components", "idx", "dim"], -128), "components.idx.dim: must be at least 1"),
+    ("zero window", _set(["components", "win", "window"], 0), "components.win.window: must be at least 1"),
+    ("string dim", _set(["components", "idx", "dim"], "128"), "components.idx.dim: must be an integer"),
+    ("bool dim", _set(["components", "idx", "dim"], True), "components.idx.dim: must be an integer"),
+    ("ratio 1 compressed", _set(["components", "c4", "ratio"], 1), "components.c4.ratio: a compressed cache needs ratio >= 2"),
+    ("span not multiple", _set(["components", "c4", "span"], 6), "components.c4.span: must be a whole multiple"),
+    ("rope > dim", _set(["components", "win", "rope_dim"], 600), "components.win.rope_dim"),
+    ("unknown cache kind", _set(["components", "c4", "cache"], "compresed_mla"), "did you mean 'compressed_mla'"),
+    ("unknown format", _set(["precisions", "fp8", "kv"], "fp9"), "precisions.fp8.kv: unknown storage format"),
+    ("missing role", _del(["precisions", "fp8", "indexer"]), "precisions.fp8.indexer: missing required key"),
+    ("format misfit", _set(["components", "win", "dim"], 500), "precisions.fp8.kv"),
+    ("unknown layer kind", _set(["layers"], ["swa", "c4x"]), "layers[1]: unknown layer kind 'c4x'"),
+    ("unknown component", _set(["layer_kinds", "swa"], ["window"]), "layer_kinds.swa[0]: unknown component 'window'"),
+    ("bad default", _set(["default_precision"], "fp16"), "default_precision: 'fp16' is not among"),
+    ("version", _set(["kvcalc"], 2), "kvcalc: unsupported config format version 2"),
+    ("bad state shape", _set(["components", "st", "shape"], [8, 0]), "components.st.shape[1]"),
+    ("state storage", _set(["components", "st", "storage"], "kv"), "components.st.storage: unknown key"),
+    ("select missing value", _set(["layers"], {"select": [0, 4, 5], "kinds": {0: "swa", 4: "c4a"}}), "layers.select[2]"),
+    ("pattern zero", _set(["layers"], [{"pattern": ["swa"], "layers": 0}]), "layers[0].layers: must be at least 1"),
+    ("unused kind", _set(["layer_kinds", "extra"], ["win"]), "layer_kinds.extra: declared but used by no layer"),
+    ("wrapped unknown", _set(["components", "idx", "dim"], {"value": 128, "sorce": "x"}), "beside 'value'"),
+]
+
+
+@pytest.mark.parametrize("label, change, message", CASES, ids=[c[0] for c in CASES])
+def test_bad_config(tmp_path, cli, label, change, message):
+    path = write(tmp_path, mutate(change))
+    r = cli("estimate", path, "-c", "1M")
+    assert r.code == 2, (label, r.out, r.err)
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, r.err
+    assert lines[0].startswith("kvcalc: error: ") and path in lines[0], lines[0]
+    assert message in lines[0], lines[0]
+    assert "Traceback" not in r.err and r.out == ""
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("kvcalc: 1\nname: [x\n", "malformed YAML"),
+        ("a: 1\na: 2\n", "duplicate key 'a'"),
+        ("- 1\n- 2\n", "top level must be a mapping"),
+        ("!!python/object/apply:os.system ['echo hi']\n", "malformed YAML"),
+        ("", "top level must be a mapping"),
+    ],
+)
+def test_malformed_yaml(tmp_path, cli, text, message):
+    path = write(tmp_path, text)
+    r = cli("estimate", path)
+    assert r.code == 2
+    assert message in r.err and path in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_missing_file(cli):
+    r = cli("estimate", "no/such/model.yaml")
+    assert r.code == 2 and "no such config file" in r.err
+
+
+def test_unknown_model_suggests(cli):
+    r = cli("estimate", "deepseek-v4-por")
+    assert r.code == 2
+    assert "unknown model 'deepseek-v4-por'" in r.err and "deepseek-v4-pro" in r.err
+
+
+def test_values_with_sources_are_kept():
+    m = kvcalc.load_model("deepseek-v4-pro")
+    assert m.provenance["components.window.window"] == "config.json sliding_window"
+    assert "compress_ratios" in m.provenance["layers.select"]
+
+
+def test_parse_model_directly():
+    m = parse_model(copy.deepcopy(BASE), "inline")
+    assert m.layers == ("swa", "c4a", "c4a", "c4a")
+    with pytest.raises(KvcalcError, match="inline: components.c4.ratio"):
+        parse_model(mutate(_set(["components", "c4", "ratio"], 0)), "inline")

@@ -1,0 +1,51 @@
+"""Entry sizes against the published layouts, each written out by hand."""
+
+import pytest
+
+from kvcalc.errors import KvcalcError
+from kvcalc.formats import FORMATS, get_format
+
+
+def test_v32_fp8_ds_mla_is_656_bytes():
+    # FlashMLA: 512 fp8 NoPE + 4 fp32 scales (one per 128) + 64 bf16 RoPE
+    assert FORMATS["fp8_ds_mla"].entry_bytes(576, 64) == 512 * 1 + 4 * 4 + 64 * 2 == 656
+
+
+def test_v4_fp8_ds_mla_is_584_bytes():
+    # vLLM flashmla_sparse.py: 448 fp8 NoPE + 64 bf16 RoPE + 7 ue8m0 scales + 1 B pad
+    assert FORMATS["fp8_ds_mla_v4"].entry_bytes(512, 64) == 448 + 64 * 2 + 7 + 1 == 584
+
+
+def test_indexer_formats():
+    assert FORMATS["fp8_indexer"].entry_bytes(128) == 128 + 4 == 132  # fp8 + one fp32 scale
+    assert FORMATS["fp4_indexer"].entry_bytes(128) == 128 // 2 + 128 // 32 == 68  # e2m1 packed + ue8m0 per 32
+
+
+def test_other_published_layouts():
+    # vLLM flashmla_sparse.py notes: V4.1 528 B (512 fp8 + 16 ue8m0), nvfp4_ds_mla 352 B (256 + 64 + 32)
+    assert FORMATS["mxfp8_ds_mla"].entry_bytes(512, 64) == 512 + 16 == 528
+    assert FORMATS["nvfp4_ds_mla"].entry_bytes(576, 64) == 256 + 64 + 32 == 352
+
+
+def test_plain_dtypes():
+    assert FORMATS["bf16"].entry_bytes(576, 64) == 1152
+    assert FORMATS["bf16"].entry_bytes(512, 64) == 1024
+    assert FORMATS["fp32"].entry_bytes(512) == 2048
+    assert FORMATS["fp8_e4m3"].entry_bytes(128) == 128
+
+
+def test_group_size_must_divide():
+    with pytest.raises(KvcalcError, match="groups of 64"):
+        FORMATS["fp8_ds_mla_v4"].entry_bytes(500, 64)
+
+
+def test_bad_dims():
+    with pytest.raises(KvcalcError, match="dim must be positive"):
+        FORMATS["bf16"].entry_bytes(0)
+    with pytest.raises(KvcalcError, match="rope_dim"):
+        FORMATS["fp8_ds_mla_v4"].entry_bytes(64, 128)
+
+
+def test_unknown_format_lists_known():
+    with pytest.raises(KvcalcError, match="fp8_ds_mla_v4"):
+        get_format("fp7")

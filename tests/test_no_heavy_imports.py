@@ -1,0 +1,44 @@
+"""`kvcalc estimate` must never import torch or triton (they cost seconds and are not needed).
+
+The probe installs an import hook that records (and refuses) any attempt to import them, so the test can
+fail whether or not torch happens to be installed.
+"""
+
+import subprocess
+import sys
+
+PROBE = """
+import sys
+
+attempted = []
+
+class Guard:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "triton", "kvcalc_kernels"):
+            attempted.append(name)
+            raise ImportError("blocked by test: " + name)
+        return None
+
+sys.meta_path.insert(0, Guard())
+from kvcalc.cli import main
+for argv in (["estimate", "--context", "1M", "--json"], ["estimate", "deepseek-v4-pro", "--by-layer"],
+             ["compare", "deepseek-v3.2", "deepseek-v4-pro"], ["show", "deepseek-v4-flash"], ["claims"]):
+    try:
+        main(argv)
+    except SystemExit as exc:
+        assert exc.code in (0, None), (argv, exc.code)
+print("ATTEMPTED:", attempted, file=sys.stderr)
+"""
+
+
+def test_estimate_never_imports_torch_or_triton():
+    r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "ATTEMPTED: []" in r.stderr
+
+
+def test_the_guard_would_catch_an_import():
+    # the same guard, proven to see a torch import when one happens
+    probe = PROBE.replace("from kvcalc.cli import main", "from kvcalc.cli import main\ntry:\n    import torch\nexcept ImportError:\n    pass")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert "ATTEMPTED: ['torch']" in r.stderr
