@@ -160,6 +160,14 @@ def show(
 
 
 @app.command()
+def schema() -> None:
+    """Print the JSON Schema of the model config format (docs/config-format.md explains it)."""
+    from .config import json_schema
+
+    _print_json(json_schema())
+
+
+@app.command()
 def claims(
     file: Optional[str] = typer.Option(None, "--file", help="Claims file (default: the shipped reports/claims.yaml)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),

@@ -372,3 +372,66 @@ def load_model(name_or_path: str) -> ModelSpec:
     model = parse_model(load_yaml(path), str(path))
     _CACHE[key] = model
     return model
+
+
+# ---- JSON Schema -----------------------------------------------------------------------------------------
+def json_schema() -> dict:
+    """A JSON Schema for the config format, built from the same tables the loader enforces (for editors and
+    other tools; the loader's own checks go further: cross-references, ratios, format fit)."""
+    from .formats import FORMATS
+
+    def sourced(schema: dict) -> dict:
+        return {"anyOf": [schema, {"type": "object", "properties": {"value": schema, "source": {"type": "string"},
+                                                                    "note": {"type": "string"}},
+                                   "required": ["value"], "additionalProperties": False}]}
+
+    json_types = {"int": {"type": "integer", "minimum": 1}, "int | None": {"type": "integer", "minimum": 1},
+                  "bool": {"type": "boolean"}, "str": {"type": "string"},
+                  "tuple[int, ...]": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1}}
+    components = []
+    for kind, cls in CACHE_KINDS.items():
+        types = spec_fields(cls)
+        if not cls.per_token:
+            types.pop("storage", None)
+        props = {k: sourced(dict(json_types[t], **({"minimum": 0} if k == "rope_dim" else {}))) for k, t in types.items()}
+        if "dtype" in props:
+            props["dtype"] = sourced({"enum": sorted(FORMATS)})
+        props.update(cache={"const": kind}, source={"type": "string"}, note={"type": "string"})
+        components.append({"type": "object", "properties": props, "additionalProperties": False,
+                           "required": ["cache", *sorted(required_fields(cls) - {"storage"})]})
+    layer_item = {"anyOf": [{"type": "string"}, {"type": "object", "properties": {
+        "pattern": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
+        "layers": sourced({"type": "integer", "minimum": 1}), "source": {"type": "string"}, "note": {"type": "string"}},
+        "required": ["pattern", "layers"], "additionalProperties": False}]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "kvcalc model config (format version 1)",
+        "type": "object",
+        "additionalProperties": False,
+        "required": list(REQUIRED_TOP),
+        "properties": {
+            "kvcalc": {"const": FORMAT_VERSION},
+            "name": {"type": "string", "minLength": 1},
+            "display_name": {"type": "string"},
+            "description": {"type": "string"},
+            "notes": {"type": "string"},
+            "sources": {"type": "object", "additionalProperties": {"type": "string"}},
+            "max_context": sourced({"type": "integer", "minimum": 1}),
+            "precisions": {"type": "object", "minProperties": 1, "additionalProperties": {
+                "type": "object", "additionalProperties": {"enum": sorted(FORMATS)},
+                "properties": {"source": {"type": "string"}, "note": {"type": "string"}}}},
+            "default_precision": {"type": "string"},
+            "components": {"type": "object", "minProperties": 1, "additionalProperties": {"anyOf": components}},
+            "layer_kinds": {"type": "object", "minProperties": 1,
+                            "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
+            "layers": {"anyOf": [
+                sourced({"type": "array", "items": layer_item, "minItems": 1}),
+                {"type": "object", "additionalProperties": False, "required": ["select", "kinds"], "properties": {
+                    "select": sourced({"type": "array", "minItems": 1}), "kinds": {"type": "object"},
+                    "source": {"type": "string"}, "note": {"type": "string"}}},
+            ]},
+            "mtp": {"type": "object", "additionalProperties": False, "required": ["layers", "kind"], "properties": {
+                "layers": sourced({"type": "integer", "minimum": 0}), "kind": {"type": "string"},
+                "source": {"type": "string"}, "note": {"type": "string"}}},
+        },
+    }

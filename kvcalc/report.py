@@ -23,12 +23,12 @@ def _ctx(n: int) -> str:
     return f"{n:,} ({short})" if short != str(n) else f"{n:,}"
 
 
-def _ratio(value: float, ref: float) -> list[str]:
-    """[share of the reference, how it compares]: ['11.50%', '8.70x smaller']."""
+def _ratio(value: float, ref: float) -> str:
+    """Share of the reference and the factor: '11.50% (1/8.70)', '290.91% (2.91x)'."""
     r = float(value) / float(ref)
     if r == 1:
-        return [f"{r:.2%}", "same"]
-    return [f"{r:.2%}", f"{1 / r:.2f}x smaller" if r < 1 else f"{r:.2f}x larger"]
+        return "100.00%"
+    return f"{r:.2%} " + (f"(1/{1 / r:.2f})" if r < 1 else f"({r:.2f}x)")
 
 
 def _find_ref(refs: list[Estimate], precision: str) -> Estimate | None:
@@ -49,18 +49,17 @@ def render_summary(con, results: list[Estimate], refs: list[Estimate], headline:
     ctx_text = _ctx(contexts[0]) if len(contexts) == 1 else "several contexts"
     title = f"KV cache per sequence at {ctx_text} tokens" if batch == 1 else f"KV cache for {batch} sequences at {ctx_text} tokens"
     t = _table(title)
-    t.add_column("model")
+    t.add_column("model", no_wrap=True)
     if len(contexts) > 1:
         t.add_column("context", justify="right")
-    t.add_column("layers counted")
-    t.add_column("precision")
-    t.add_column("B/entry", justify="right")
-    t.add_column("per sequence", justify="right")
+    t.add_column("layers counted", no_wrap=True)
+    t.add_column("precision", no_wrap=True)
+    t.add_column("B/entry", justify="right", no_wrap=True)
+    t.add_column("per sequence", justify="right", no_wrap=True)
     if batch > 1:
         t.add_column(f"x {batch}", justify="right")
     if refs:
-        t.add_column(f"of {refs[0].model.name}", justify="right")
-        t.add_column("size", justify="right")
+        t.add_column(f"vs {refs[0].model.name}", justify="right", no_wrap=True)
     last_model = None
     for e in results:
         for i, ctx in enumerate(contexts):
@@ -74,22 +73,21 @@ def render_summary(con, results: list[Estimate], refs: list[Estimate], headline:
                 row.append(format_bytes(e.total[i]))
             if refs:
                 ref = _find_ref(refs, e.precision)
-                row += _ratio(e.per_sequence[i], ref.per_sequence[i]) if ref is not None else ["-", "-"]
+                row.append(_ratio(e.per_sequence[i], ref.per_sequence[i]) if ref is not None else "-")
             t.add_row(*row)
     con.print(t)
-    notes = [f"Basis: {basis} ({BASES[basis]})."]
-    mtp_models = [e for e in results if e.model.mtp_layers]
-    if mtp_models and not results[0].mtp and basis == "complete":
-        notes.append("MTP layers not counted (--mtp counts them).")
-    notes.append("Exact bytes, no paging; binary units (1 GiB = 2^30 B). B/entry: bytes per cached entry "
-                 "(kv + indexer where a model has one).")
+    short = {"complete": "all a request holds (window, compressed entries, indexer keys, compressor state)",
+             "article": "what vLLM's V4 write-up counts (window, compressed entries, indexer keys; no state, no MTP)"}
+    mtp_note = ""
+    if basis == "complete" and any(e.model.mtp_layers for e in results):
+        mtp_note = "; MTP counted" if results[0].mtp else "; MTP not counted (--mtp)"
+    notes = [f"Basis: {basis}, {short[basis]}{mtp_note}.",
+             "Exact bytes, no paging; binary units (1 GiB = 2^30 B). B/entry: bytes per cached entry (kv + indexer)."]
     if refs:
-        notes.append(f"Ratios compare with {refs[0].model.name} at the same precision and context.")
+        notes.append(f"Ratios: against {refs[0].model.name} at the same precision and context.")
     if headline:
-        notes.append(
-            "--basis article reproduces vLLM's write-up (83.875 GiB V3.2-style vs 9.625 GiB V4-Pro in bf16); "
-            "name a model for its per-layer breakdown."
-        )
+        notes.append("--basis article gives vLLM's write-up figures (bf16: 83.875 GiB V3.2-style, 9.625 GiB V4-Pro).")
+        notes.append("Name a model for its per-layer breakdown: kvcalc estimate deepseek-v4-pro --context 1M")
     for n in notes:
         con.print(n)
 

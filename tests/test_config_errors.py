@@ -145,3 +145,21 @@ def test_parse_model_directly():
     assert m.layers == ("swa", "c4a", "c4a", "c4a")
     with pytest.raises(KvcalcError, match="inline: components.c4.ratio"):
         parse_model(mutate(_set(["components", "c4", "ratio"], 0)), "inline")
+
+
+def test_json_schema_accepts_shipped_configs_and_rejects_bad_ones(cli):
+    import jsonschema  # in the test extra
+
+    r = cli("schema")
+    schema = r.json()
+    from kvcalc.paths import configs_dir
+
+    for path in sorted(configs_dir().glob("*.yaml")):
+        jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+    jsonschema.validate(BASE, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(mutate(_set(["components", "c4", "ratoi"], 4)), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(mutate(_set(["components", "idx", "dim"], -128)), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(mutate(_del(["layer_kinds"])), schema)
