@@ -35,7 +35,8 @@ def _console():
     from rich.console import Console
 
     width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "120"))
-    return Console(highlight=False, width=width, soft_wrap=False)
+    # markup off: config text (sources, names) is printed as written, brackets included
+    return Console(highlight=False, markup=False, width=width, soft_wrap=False)
 
 
 def _warn(lines) -> None:

@@ -108,10 +108,10 @@ def render_kinds(con, e: Estimate) -> None:
                     f"{c.entry_bytes:,}" if c.entry_bytes else "-",
                     format_bytes(c.bytes[i]), format_bytes(c.bytes[i] * n),
                 )
-            t.add_row("", "", "[b]layer total[/b]", "", "", "", "", f"[b]{format_bytes(layer_bytes[i])}[/b]",
-                      f"[b]{format_bytes(layer_bytes[i] * n)}[/b]", end_section=True)
+            t.add_row("", "", "layer total", "", "", "", "", format_bytes(layer_bytes[i]),
+                      format_bytes(layer_bytes[i] * n), end_section=True, style="bold")
         con.print(t)
-        con.print(f"[b]Total per sequence: {format_bytes(e.per_sequence[i])}[/b] ({int(e.per_sequence[i]):,} B)"
+        con.print(f"Total per sequence: {format_bytes(e.per_sequence[i])} ({int(e.per_sequence[i]):,} B)"
                   + (f"; x {e.batch} sequences: {format_bytes(e.total[i])} ({int(e.total[i]):,} B)" if e.batch > 1 else ""))
         con.print(f"Storage: {e.formats_text()}.")
         con.print(f"Basis: {e.basis_text()}.")
@@ -133,7 +133,7 @@ def render_layers(con, e: Estimate) -> None:
                 ", ".join(c.name for c in layer.components), f"{int(layer.bytes[i]):,}", format_bytes(running),
             )
         con.print(t)
-        con.print(f"[b]Total per sequence: {format_bytes(e.per_sequence[i])}[/b] ({int(e.per_sequence[i]):,} B). "
+        con.print(f"Total per sequence: {format_bytes(e.per_sequence[i])} ({int(e.per_sequence[i]):,} B). "
                   f"Storage: {e.formats_text()}.")
         con.print(f"Basis: {e.basis_text()}.")
 
@@ -221,19 +221,30 @@ def render_models(con, specs) -> None:
     con.print("Any YAML file in this format works too: `kvcalc estimate path/to/model.yaml`.")
 
 
-def _runs(layers: tuple[str, ...]) -> str:
-    """('c128a','c128a','c4a','c128a',...) -> '0-1 c128a, 2 c4a, 3 c128a, ...'."""
-    out, start = [], 0
-    for i in range(1, len(layers) + 1):
-        if i == len(layers) or layers[i] != layers[start]:
-            span = f"{start}" if i - 1 == start else f"{start}-{i - 1}"
-            out.append(f"{span} {layers[start]}")
-            start = i
-    return ", ".join(out)
+def _runs(layers: tuple[str, ...], max_period: int = 4) -> str:
+    """Compress a layer list into runs of repeating patterns:
+    ('c128a','c128a','c4a','c128a',...,'c4a') -> '0-1 c128a; 2-59 (c4a, c128a) x 29; 60 c4a'."""
+    out, i, n = [], 0, len(layers)
+    while i < n:
+        best_p, best_r = 1, 1
+        for p in range(1, max_period + 1):
+            r = 1
+            while i + (r + 1) * p <= n and layers[i + r * p : i + (r + 1) * p] == layers[i : i + p]:
+                r += 1
+            if r >= 2 and p * r > best_p * best_r:
+                best_p, best_r = p, r
+        span = best_p * best_r
+        where = f"{i}" if span == 1 else f"{i}-{i + span - 1}"
+        if best_p == 1:
+            out.append(f"{where} {layers[i]}")
+        else:
+            out.append(f"{where} ({', '.join(layers[i:i + best_p])}) x {best_r}")
+        i += span
+    return "; ".join(out)
 
 
 def render_show(con, m) -> None:
-    con.print(f"[b]{m.display_name}[/b] ({m.name}) from {m.path}")
+    con.print(f"{m.display_name} ({m.name}) from {m.path}", style="bold")
     if m.description:
         con.print(m.description)
     con.print(f"max context: {_ctx(m.max_context) if m.max_context else 'not stated'}; "
@@ -245,11 +256,10 @@ def render_show(con, m) -> None:
     t.add_column("rule (L = context)")
     for p in m.precisions:
         t.add_column(f"B/entry {p}", justify="right")
-    t.add_column("source")
     for name, c in m.components.items():
         sizes = [f"{c.entry_bytes(p.formats[c.storage]):,}" if c.per_token else f"{c.fixed_bytes():,} fixed"
                  for p in m.precisions.values()]
-        t.add_row(name, c.kind, c.rule(), *sizes, m.provenance.get(f"components.{name}", ""))
+        t.add_row(name, c.kind, c.rule(), *sizes)
     con.print(t)
     t = _table("Layer kinds")
     t.add_column("kind")
@@ -277,13 +287,15 @@ def render_show(con, m) -> None:
 
 
 def render_claims(con, results) -> None:
+    from rich.text import Text
+
     t = _table("Published numbers, recomputed")
     for col, just in (("id", "left"), ("claim", "left"), ("published", "right"), ("computed", "right"),
                       ("tolerance", "right"), ("result", "left")):
         t.add_column(col, justify=just)
     for r in results:
         t.add_row(r.id, r.claim, r.published_text(), r.computed_text(), r.tolerance_text(),
-                  "[green]pass[/green]" if r.passed else "[red]MISS[/red]")
+                  Text("pass", style="green") if r.passed else Text("MISS", style="bold red"))
     con.print(t)
     n_fail = sum(not r.passed for r in results)
     con.print(f"{len(results) - n_fail} passed, {n_fail} failed")

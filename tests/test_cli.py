@@ -80,7 +80,7 @@ def test_models_and_show(cli):
     r = cli("models")
     assert r.code == 0 and "deepseek-v4-pro" in r.out and "30 c4a + 31 c128a" in r.out
     r = cli("show", "deepseek-v4-pro")
-    assert r.code == 0 and "0-1 c128a, 2 c4a, 3 c128a" in r.out and "584" in r.out
+    assert r.code == 0 and "0-1 c128a; 2-59 (c4a, c128a) x 29; 60 c4a" in r.out and "584" in r.out
     r = cli("show", "deepseek-v4-flash", "--json")
     d = r.json()
     assert d["components"]["c4_entries"]["entry_bytes"] == {"bf16": 1024, "fp8": 584}
@@ -105,3 +105,17 @@ def test_console_script_runs():
     out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", "llama-3.1-8b", "-c", "1k", "--json"],
                          capture_output=True, text=True, check=True).stdout
     assert '"per_sequence_bytes": 134217728' in out  # 131,072 B x 1024 tokens
+
+
+def test_config_text_is_printed_verbatim(tmp_path, cli):
+    # brackets in sources must not be eaten as console markup
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "kvcalc: 1\nname: m\ndescription: 'see [1] and [b]bold[/b]'\n"
+        "precisions: {bf16: {kv: bf16, source: 'paper [2]'}}\ndefault_precision: bf16\n"
+        "components: {kv: {cache: full_attention, kv_heads: 1, head_dim: 8}}\n"
+        "layer_kinds: {full: [kv]}\nlayers: [full]\n"
+    )
+    r = cli("show", str(path))
+    assert r.code == 0
+    assert "see [1] and [b]bold[/b]" in r.out and "paper [2]" in r.out
