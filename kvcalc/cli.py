@@ -36,7 +36,7 @@ def _console():
 
     width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "120"))
     # markup off: config text (sources, names) is printed as written, brackets included
-    return Console(highlight=False, markup=False, width=width, soft_wrap=False)
+    return Console(highlight=False, markup=False, emoji=False, width=width, soft_wrap=False)
 
 
 def _warn(lines) -> None:
