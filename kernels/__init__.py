@@ -1,0 +1,46 @@
+"""kvcalc_kernels: Triton kernels that fill DeepSeek V3.2 / V4 KV caches the way a serving engine does.
+
+The heavy side of kvcalc (needs torch and triton, the ``verify`` extra); the analytic core never imports
+it.  Every kernel has a plain PyTorch twin in :mod:`kvcalc_kernels.reference` that the tests compare with.
+On a CPU the kernels run under the Triton interpreter: set ``TRITON_INTERPRET=1`` before importing triton.
+
+Modules: ``formats`` (byte layouts, no torch), ``quant`` (quantise / dequantise), ``compressor`` (V4 token
+compressor with chunked state), ``paged`` (paged caches, slot mappings, record scatter / gather),
+``reference`` (the oracles).
+"""
+
+from .formats import (
+    FORMATS,
+    FP4_INDEXER,
+    FP8_DS_MLA_V4,
+    FP8_DS_MLA_V32,
+    FP8_INDEXER,
+    V4_PAGE_ALIGNMENT,
+    Format,
+    PageLayout,
+    bf16_format,
+    get_format,
+    page_layout,
+    record_layout,
+)
+from .compressor import CompressorState, compress, save_states, state_row_values
+from .paged import (
+    allocate_cache,
+    compressed_slots,
+    gather_records,
+    page_bytes,
+    ring_slots,
+    scatter_records,
+    slots_from_block_table,
+    write_swa,
+)
+from .quant import dequantize, quantize
+
+__all__ = [
+    "FORMATS", "FP4_INDEXER", "FP8_DS_MLA_V4", "FP8_DS_MLA_V32", "FP8_INDEXER", "V4_PAGE_ALIGNMENT",
+    "Format", "PageLayout", "bf16_format", "get_format", "page_layout", "record_layout",
+    "CompressorState", "compress", "save_states", "state_row_values",
+    "allocate_cache", "compressed_slots", "gather_records", "page_bytes", "ring_slots", "scatter_records",
+    "slots_from_block_table", "write_swa",
+    "dequantize", "quantize",
+]

@@ -1,0 +1,278 @@
+"""Byte layouts of the cache formats the kernels write, as plain constants.
+
+Nothing here imports torch or triton: the layouts are data, and the tests check that they add up to the
+published entry sizes (584, 656, 132, 68 bytes).
+
+A *record* is one cached entry in its canonical byte order, the order the published descriptions give:
+
+``fp8_ds_mla_v4`` (DeepSeek V4 main / SWA cache, 584 B; vLLM ``v1/attention/backends/mla/flashmla_sparse.py``
+module docstring, ``models/deepseek_v4/common/ops/cache_utils.py::quantize_and_insert_k_kernel``)::
+
+    [0, 448)    448 x fp8 e4m3    NoPE values, 7 blocks of 64
+    [448, 576)   64 x bf16        RoPE values, little-endian, not quantised
+    [576, 583)    7 x ue8m0       one power-of-two scale per 64 NoPE values (byte = exponent + 127)
+    [583]         1 x pad         written as 0
+
+``fp8_ds_mla`` (DeepSeek V3.2 MLA latent, 656 B; flashmla_sparse.py docstring,
+``models/deepseek_v32/common/kernels.py`` MLA_CACHE_DS_MLA branch)::
+
+    [0, 512)    512 x fp8 e4m3    NoPE values, 4 tiles of 128
+    [512, 528)    4 x fp32        one scale per 128 NoPE values, little-endian
+    [528, 656)   64 x bf16        RoPE values
+
+``fp8_indexer`` (lightning-indexer key, 132 B)::
+
+    [0, 128)    128 x fp8 e4m3
+    [128, 132)    1 x fp32        power-of-two scale
+
+``fp4_indexer`` (lightning-indexer key, MXFP4, 68 B)::
+
+    [0, 64)      64 x uint8       128 e2m1 values, two per byte: element 2k in the LOW nibble,
+                                  element 2k+1 in the HIGH nibble
+    [64, 68)      4 x ue8m0       one scale per 32 values
+
+``bf16`` (plain, ``dim`` x 2 B).
+
+*Pages.*  A paged cache is a ``uint8`` tensor ``[num_pages, page_bytes]``; a page holds ``block_size``
+entries.  Two page layouts exist in vLLM:
+
+* *split* (V4 ``fp8_ds_mla_v4``, both indexer formats): the data parts of all ``block_size`` entries come
+  first, ``data_bytes`` apart, then the scale parts, ``scale_bytes`` apart (vLLM ``cache_utils.py``: "[0,
+  64*576): token data ... [64*576, 64*576 + 64*8): scales"; ``fused_compress_quant_cache.py`` indexer
+  kernels: "[0, bs*128): FP8 data, [bs*128, +bs*4): float32 scales").
+* *interleaved* (V3.2 ``fp8_ds_mla``, ``bf16``, compressor state rows): whole records back to back.
+
+``page_bytes`` is ``block_size * entry_bytes`` rounded up to ``alignment`` (576 for V4 with fp8_ds_mla in
+vLLM, ``CompressorStateCache.get_kv_cache_spec`` / ``MLAAttentionSpec``).  A contiguous array of records is
+the special case ``block_size = 1``, no alignment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# e4m3 (OCP "fn" variant, no infinities): largest finite value.
+FP8_E4M3_MAX = 448.0
+# e2m1: largest finite value.
+FP4_E2M1_MAX = 6.0
+# ue8m0 exponent bias: a stored byte b means the scale 2 ** (b - 127).
+UE8M0_BIAS = 127
+
+
+@dataclass(frozen=True)
+class Format:
+    """One cache-entry format: which values are quantised how, and where every byte of a record sits."""
+
+    name: str
+    dim: int
+    """Values per entry on input (NoPE + RoPE)."""
+    quant_dim: int
+    """Leading values that are quantised (the NoPE part); 0 for plain bf16."""
+    rope_dim: int
+    """Trailing values stored as raw bf16 (the RoPE part; all ``dim`` values for plain bf16)."""
+    elem: str
+    """'fp8' (e4m3), 'fp4' (e2m1) or 'bf16' for the quantised part."""
+    quant_block: int
+    """Values sharing one scale (0 when there are no scales)."""
+    scale_kind: str | None
+    """'ue8m0' (1 byte) or 'fp32' (4 bytes), None without scales."""
+    scale_slots: int
+    """Scale slots in the record (real scales + pad slots, pads written as 0)."""
+    quant_offset: int
+    rope_offset: int
+    scale_offset: int
+    entry_bytes: int
+    split_pages: bool
+    """True: pages hold all data parts, then all scale parts (see module docstring)."""
+    e_min: int
+    """Smallest scale exponent the quantiser picks (from vLLM's amax / scale floors)."""
+    source: str
+
+    # ---- derived sizes -------------------------------------------------------------------------
+    @property
+    def num_scales(self) -> int:
+        return self.quant_dim // self.quant_block if self.quant_block else 0
+
+    @property
+    def scale_item_bytes(self) -> int:
+        return {"ue8m0": 1, "fp32": 4, None: 0}[self.scale_kind]
+
+    @property
+    def scale_bytes(self) -> int:
+        """Bytes of the scale part of a record, pads included."""
+        return self.scale_slots * self.scale_item_bytes
+
+    @property
+    def quant_bytes(self) -> int:
+        bits = {"fp8": 8, "fp4": 4, "bf16": 16}[self.elem]
+        return self.quant_dim * bits // 8 if self.elem != "bf16" else 0
+
+    @property
+    def rope_bytes(self) -> int:
+        return 2 * self.rope_dim
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of the data part (everything but the scale part) when pages are split."""
+        return self.entry_bytes - self.scale_bytes
+
+    @property
+    def qmax(self) -> float:
+        return {"fp8": FP8_E4M3_MAX, "fp4": FP4_E2M1_MAX}.get(self.elem, 0.0)
+
+    def regions(self) -> list[tuple[str, int, int]]:
+        """(name, start, end) of every byte range of a record, sorted by start; they tile [0, entry_bytes)."""
+        out = []
+        if self.quant_bytes:
+            out.append(("quant", self.quant_offset, self.quant_offset + self.quant_bytes))
+        if self.rope_bytes:
+            out.append(("rope", self.rope_offset, self.rope_offset + self.rope_bytes))
+        if self.num_scales:
+            real = self.num_scales * self.scale_item_bytes
+            out.append(("scales", self.scale_offset, self.scale_offset + real))
+            if self.scale_bytes > real:
+                out.append(("pad", self.scale_offset + real, self.scale_offset + self.scale_bytes))
+        return sorted(out, key=lambda r: r[1])
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+_V4_SRC = (
+    "vLLM 0.33 v1/attention/backends/mla/flashmla_sparse.py (module docstring, 584 B); "
+    "models/deepseek_v4/common/ops/cache_utils.py quantize_and_insert_k_kernel; "
+    "models/deepseek_v4/common/ops/fused_compress_quant_cache.py _fused_kv_compress_norm_rope_insert_sparse_attn"
+)
+_V32_SRC = (
+    "vLLM 0.33 v1/attention/backends/mla/flashmla_sparse.py (module docstring, 656 B); "
+    "models/deepseek_v32/common/kernels.py (MLA_CACHE_DS_MLA branch)"
+)
+_IDX8_SRC = (
+    "vLLM 0.33 models/deepseek_v4/common/ops/fused_compress_quant_cache.py "
+    "_fused_kv_compress_norm_rope_insert_indexer_attn; v1/attention/backends/mla/indexer.py (132 B)"
+)
+_IDX4_SRC = (
+    "vLLM 0.33 models/deepseek_v4/common/ops/fused_compress_quant_cache.py "
+    "_fused_kv_compress_norm_rope_insert_indexer_mxfp4_attn; fused_indexer_q.py _fp32x2_to_fp4x2"
+)
+
+FP8_DS_MLA_V4 = Format(
+    name="fp8_ds_mla_v4", dim=512, quant_dim=448, rope_dim=64, elem="fp8", quant_block=64,
+    scale_kind="ue8m0", scale_slots=8, quant_offset=0, rope_offset=448, scale_offset=576,
+    entry_bytes=584, split_pages=True,
+    # amax floored at 1e-4: ceil(log2(1e-4 / 448)) = -22
+    e_min=-22, source=_V4_SRC,
+)
+FP8_DS_MLA_V32 = Format(
+    name="fp8_ds_mla", dim=576, quant_dim=512, rope_dim=64, elem="fp8", quant_block=128,
+    scale_kind="fp32", scale_slots=4, quant_offset=0, rope_offset=528, scale_offset=512,
+    entry_bytes=656, split_pages=False,
+    # scale floored at 1e-4 before rounding up to a power of two: ceil(log2(1e-4)) = -13
+    e_min=-13, source=_V32_SRC,
+)
+FP8_INDEXER = Format(
+    name="fp8_indexer", dim=128, quant_dim=128, rope_dim=0, elem="fp8", quant_block=128,
+    scale_kind="fp32", scale_slots=1, quant_offset=0, rope_offset=128, scale_offset=128,
+    entry_bytes=132, split_pages=True,
+    e_min=-22, source=_IDX8_SRC,
+)
+FP4_INDEXER = Format(
+    name="fp4_indexer", dim=128, quant_dim=128, rope_dim=0, elem="fp4", quant_block=32,
+    scale_kind="ue8m0", scale_slots=4, quant_offset=0, rope_offset=64, scale_offset=64,
+    entry_bytes=68, split_pages=True,
+    # amax floored at 6 * 2**-126: exponent >= -126
+    e_min=-126, source=_IDX4_SRC,
+)
+
+
+def bf16_format(dim: int) -> Format:
+    """Plain bf16 entries of ``dim`` values (V4 main 512 -> 1024 B, V3.2 latent 576 -> 1152 B)."""
+    if dim <= 0:
+        raise ValueError(f"dim: must be positive, got {dim}")
+    return Format(
+        name="bf16" if dim in (512, 576, 128) else f"bf16[{dim}]", dim=dim, quant_dim=0, rope_dim=dim,
+        elem="bf16", quant_block=0, scale_kind=None, scale_slots=0, quant_offset=0, rope_offset=0,
+        scale_offset=2 * dim, entry_bytes=2 * dim, split_pages=False, e_min=0,
+        source="plain bfloat16 (vLLM 'auto' cache dtype for a bf16 model)",
+    )
+
+
+FORMATS: dict[str, Format] = {
+    f.name: f for f in (FP8_DS_MLA_V4, FP8_DS_MLA_V32, FP8_INDEXER, FP4_INDEXER)
+}
+
+
+def get_format(fmt: "str | Format", dim: int | None = None) -> Format:
+    """Look a format up by name ('bf16' needs ``dim``), or pass a Format through."""
+    if isinstance(fmt, Format):
+        return fmt
+    if not isinstance(fmt, str):
+        raise TypeError(f"fmt: expected a format name or Format, got {type(fmt).__name__}")
+    if fmt == "bf16":
+        if dim is None:
+            raise ValueError("fmt: 'bf16' needs dim (the number of values per entry)")
+        return bf16_format(dim)
+    try:
+        return FORMATS[fmt]
+    except KeyError:
+        raise ValueError(f"fmt: unknown format {fmt!r}; known: bf16, {', '.join(sorted(FORMATS))}") from None
+
+
+@dataclass(frozen=True)
+class PageLayout:
+    """Where entry ``pos`` of a page keeps its bytes (offsets relative to the page start)."""
+
+    fmt: Format
+    block_size: int
+    alignment: int
+    page_bytes: int
+    data_stride: int
+    scale_base: int
+    scale_stride: int
+
+    def data_offset(self, pos: int) -> int:
+        return pos * self.data_stride
+
+    def scale_offset(self, pos: int) -> int:
+        return self.scale_base + pos * self.scale_stride
+
+    def record_spans(self, pos: int) -> list[tuple[int, int, int]]:
+        """(record_start, page_start, length) byte runs that map record bytes of entry ``pos`` into a page."""
+        f = self.fmt
+        if not f.split_pages or f.scale_bytes == 0:
+            return [(0, self.data_offset(pos), f.entry_bytes)]
+        return [(0, self.data_offset(pos), f.data_bytes), (f.data_bytes, self.scale_offset(pos), f.scale_bytes)]
+
+
+def page_layout(fmt: "str | Format", block_size: int, alignment: int = 1, dim: int | None = None,
+                page_bytes: int | None = None) -> PageLayout:
+    """Page layout of ``fmt`` with ``block_size`` entries per page, page size rounded up to ``alignment``.
+
+    ``page_bytes`` may be given to use a larger page (vLLM pads pages of different groups to a common size).
+    """
+    f = get_format(fmt, dim)
+    if not isinstance(block_size, int) or block_size <= 0:
+        raise ValueError(f"block_size: must be a positive int, got {block_size!r}")
+    if not isinstance(alignment, int) or alignment <= 0:
+        raise ValueError(f"alignment: must be a positive int, got {alignment!r}")
+    need = _round_up(block_size * f.entry_bytes, alignment)
+    if page_bytes is None:
+        page_bytes = need
+    elif page_bytes < block_size * f.entry_bytes:
+        raise ValueError(
+            f"page_bytes: {page_bytes} is smaller than {block_size} entries x {f.entry_bytes} B of {f.name}"
+        )
+    if f.split_pages and f.scale_bytes:
+        return PageLayout(f, block_size, alignment, page_bytes, f.data_bytes, block_size * f.data_bytes,
+                          f.scale_bytes)
+    return PageLayout(f, block_size, alignment, page_bytes, f.entry_bytes, f.scale_offset, f.entry_bytes)
+
+
+def record_layout(fmt: "str | Format", dim: int | None = None) -> PageLayout:
+    """Contiguous records: one entry per 'page', pages ``entry_bytes`` apart."""
+    return page_layout(fmt, 1, 1, dim)
+
+
+# vLLM (DeepSeek V4, fp8_ds_mla cache dtype) rounds every page up to a multiple of this.
+V4_PAGE_ALIGNMENT = 576

@@ -1,0 +1,33 @@
+"""Kernel tests: Triton kernels under the interpreter on CPU, compared with the torch references.
+
+TRITON_INTERPRET must be set before triton is imported, hence at the top of this conftest.  Setting
+KVCALC_KERNEL_TEST_DEVICE=cuda runs the same tests on a GPU instead (compiled kernels, native fp8 casts).
+"""
+
+import os
+
+DEVICE = os.environ.get("KVCALC_KERNEL_TEST_DEVICE", "cpu")
+if DEVICE == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"
+
+try:
+    import torch  # noqa: E402
+    import triton  # noqa: E402,F401
+except ImportError as exc:  # pragma: no cover - CI installs both
+    raise ImportError(
+        "tests/kernels need torch and triton (pip install -e '.[verify]'; see .ci/run)"
+    ) from exc
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def device() -> torch.device:
+    return torch.device(DEVICE)
+
+
+@pytest.fixture
+def gen() -> torch.Generator:
+    g = torch.Generator()
+    g.manual_seed(1234)
+    return g

@@ -1,0 +1,116 @@
+"""Paged writes: record scatter / gather, slot mappings, the sliding-window ring, compressor-state slots."""
+
+import pytest
+import torch
+
+from kvcalc_kernels import compressor as K
+from kvcalc_kernels import formats as F
+from kvcalc_kernels import paged as P
+from kvcalc_kernels import quant as Q
+from kvcalc_kernels import reference as R
+from kernel_inputs import rows
+
+FORMATS = ["fp8_ds_mla_v4", "fp8_ds_mla", "fp8_indexer", "fp4_indexer", "bf16"]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@pytest.mark.parametrize("block_size,alignment", [(1, 1), (3, 576), (64, 576)])
+def test_scatter_and_gather_records(name, block_size, alignment, gen, device):
+    f = F.get_format(name, 512)
+    n = 4
+    rec = torch.randint(0, 256, (n, f.entry_bytes), generator=gen, dtype=torch.int32).to(torch.uint8)
+    lay = F.page_layout(f, block_size, alignment)
+    num_pages = 2 + n // block_size
+    slots = torch.randperm(num_pages * block_size, generator=gen)[:n]
+    slots[1] = -1
+    cache = torch.full((num_pages, lay.page_bytes), 0x5A, dtype=torch.uint8)
+    want = cache.clone()
+    R.write_records_ref(rec, want, slots, lay)
+    got = P.scatter_records(rec.to(device), name, cache.to(device), slots.to(device), block_size, dim=512).cpu()
+    assert torch.equal(got, want)
+    back = P.gather_records(got.to(device), name, slots.to(device), block_size, dim=512).cpu()
+    assert torch.equal(back, R.read_records_ref(want, slots, lay))
+    assert (back[1] == 0).all()
+
+
+@pytest.mark.parametrize("name", ["fp8_ds_mla_v4", "fp4_indexer"])
+def test_fused_write_equals_quantise_then_scatter(name, gen, device):
+    f = F.get_format(name)
+    x = rows(5, f.dim, gen).to(device)
+    bs = 4
+    slots = torch.tensor([7, 0, 5, -1, 2], device=device)
+    fused = P.allocate_cache(name, 3, bs, alignment=576, device=device)
+    Q.quantize(x, name, cache=fused, slot_mapping=slots, block_size=bs)
+    two = P.allocate_cache(name, 3, bs, alignment=576, device=device)
+    P.scatter_records(Q.quantize(x, name), name, two, slots, bs)
+    assert torch.equal(fused.cpu(), two.cpu())
+
+
+def test_page_sizes_match_vllm_buckets():
+    # facts section 5: 1,728 B (c128a main, 2 entries), 8,640 B (indexer, 64 entries), 37,440 B (c4a main)
+    assert P.page_bytes("fp8_ds_mla_v4", 2, 576) == 1728
+    assert P.page_bytes("fp8_indexer", 64, 576) == 8640
+    assert P.page_bytes("fp8_ds_mla_v4", 64, 576) == 37440
+    assert P.page_bytes("bf16", 64, 1, dim=512) == 65536
+
+
+def test_slot_helpers_against_loops(gen):
+    table = torch.randperm(10, generator=gen)
+    pos = torch.tensor([0, 1, 3, 4, 7, 8, 29, 39])
+    got = P.slots_from_block_table(pos, table, 4)
+    assert got.tolist() == R.slots_from_block_table_ref(pos.tolist(), table.tolist(), 4)
+    # entries completed by positions 3..10 at ratio 4: entry 0 (pos 3) and 1 (pos 7); entry 2 closes at 11
+    got = P.compressed_slots(3, 8, 4, table, 2)
+    assert got.tolist() == R.slots_from_block_table_ref([0, 1], table.tolist(), 2)
+    assert P.compressed_slots(0, 3, 4, table, 2).numel() == 0
+    assert P.compressed_slots(0, 300, 128, table, 2).tolist() == R.slots_from_block_table_ref(
+        [0, 1], table.tolist(), 2)
+    with pytest.raises(ValueError, match="positions"):
+        P.slots_from_block_table(torch.tensor([40]), table, 4)
+
+
+@pytest.mark.parametrize("start,n", [(0, 1), (0, 3), (5, 7), (100, 129), (0, 300), (127, 1)])
+def test_ring_slots(start, n, gen):
+    pages = torch.tensor([6, 2])
+    got = P.ring_slots(start, n, pages, 64)
+    assert got.tolist() == R.ring_slots_ref(start, n, pages.tolist(), 64)
+    live = got[got >= 0]
+    assert live.unique().numel() == live.numel() == min(n, 128)
+
+
+def test_swa_ring_holds_last_128_tokens_across_chunks(gen, device):
+    """V4 SWA: 128-token window in two 64-token pages of fp8_ds_mla_v4; chunks of 129, 7 and 164 tokens."""
+    x = rows(300, 512, gen)
+    bs = 64
+    pages = torch.tensor([3, 1], device=device)
+    cache = P.allocate_cache("fp8_ds_mla_v4", 4, bs, alignment=576, device=device)
+    start = 0
+    for n in (129, 7, 164):
+        P.write_swa(x[start : start + n].to(device), "fp8_ds_mla_v4", cache, start, pages, bs)
+        start += n
+    last = torch.arange(300 - 128, 300)
+    slots = pages.cpu().long()[(last % 128) // bs] * bs + last % bs
+    got = P.gather_records(cache, "fp8_ds_mla_v4", slots.to(device), bs).cpu()
+    assert torch.equal(got, R.quantize_ref(x[last], "fp8_ds_mla_v4"))
+    assert (cache.cpu()[[0, 2]] == 0).all()
+
+
+@pytest.mark.parametrize("head_dim,ratio", [(512, 4), (512, 128), (128, 4)])
+def test_save_states_writes_vllm_state_rows(head_dim, ratio, gen, device):
+    coff = 2 if ratio == 4 else 1
+    T = 7
+    kv = torch.randn(T, coff * head_dim, generator=gen).bfloat16()
+    score = torch.randn(T, coff * head_dim, generator=gen)
+    ape = torch.randn(ratio, coff * head_dim, generator=gen)
+    pos = torch.tensor([0, 3, 4, 9, 130, 131, 255])
+    bs = 4 if ratio == 4 else 8
+    row_bytes = 4 * K.state_row_values(head_dim, ratio)
+    assert row_bytes == {(512, 4): 8192, (512, 128): 4096, (128, 4): 2048}[(head_dim, ratio)]
+    page = -(-bs * row_bytes // 576) * 576
+    cache = torch.full((3, page), 0x11, dtype=torch.uint8)
+    slots = torch.tensor([0, 5, -1, 11, 2, 7, 8])
+    want = cache.clone()
+    R.write_rows_ref(R.save_state_rows_ref(kv, score, ape, pos, ratio), want, slots, bs)
+    got = cache.to(device)
+    K.save_states(kv.to(device), score.to(device), ape.to(device), pos.to(device), got, slots.to(device), bs, ratio)
+    assert torch.equal(got.cpu(), want)
