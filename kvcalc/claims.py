@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,10 @@ class ClaimResult:
 
     def _fmt(self, v: float) -> str:
         text = f"{v:,.4f}".rstrip("0").rstrip(".") if v != int(v) else f"{int(v):,}"
-        return f"{text}%" if self.unit == "%" else f"{text}x" if self.unit == "x" else f"{text} {self.unit}"
+        if self.unit in ("%", "x"):
+            return f"{text}{self.unit}"
+        unit = self.unit[:-1] if self.unit in ("entries", "layers") and v == 1 else self.unit
+        return f"{text} {'entry' if unit == 'entrie' else unit}"
 
     def published_text(self) -> str:
         return self._fmt(self.published)
@@ -58,6 +62,8 @@ class ClaimResult:
 
 
 class _Evaluator:
+    """Evaluates one claim's ``compute`` tree; every argument is type-checked, every error names the claim."""
+
     def __init__(self, where: str):
         self.where = where
 
@@ -68,15 +74,47 @@ class _Evaluator:
         if not isinstance(spec, dict):
             raise self.err(f"compute.{op}: must be a mapping of arguments")
         missing = required - set(spec)
-        unknown = set(spec) - required - set(optional)
+        unknown = set(map(str, spec)) - required - set(optional)
         if missing:
             raise self.err(f"compute.{op}: missing argument(s) {sorted(missing)}")
         if unknown:
             raise self.err(f"compute.{op}: unknown argument(s) {sorted(unknown)}")
         return spec
 
-    def tokens(self, value: Any, op: str) -> int:
+    def name(self, a: dict, key: str, op: str) -> str:
+        value = a[key]
+        if not isinstance(value, str) or not value:
+            raise self.err(f"compute.{op}.{key}: must be a name (a string), got {value!r}")
+        return value
+
+    def integer(self, a: dict, key: str, op: str, default: int | None = None) -> int:
+        value = a.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.err(f"compute.{op}.{key}: must be an integer, got {value!r}")
+        return value
+
+    def tokens(self, a: dict, op: str) -> int:
+        value = a["context"]
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise self.err(f"compute.{op}.context: must be a token count such as 1M or 131072, got {value!r}")
         return parse_tokens(str(value), f"{self.where}: compute.{op}.context")
+
+    def model(self, a: dict, op: str):
+        try:
+            return load_model(self.name(a, "model", op), f"{self.where}: compute.{op}.model")
+        except KvcalcError as exc:
+            if str(exc).startswith(self.where):
+                raise
+            raise self.err(f"compute.{op}.model: {exc}") from None
+
+    def estimate(self, a: dict, op: str, contexts: list[int], mtp: bool = False):
+        try:
+            return estimate(self.model(a, op), contexts, precision=self.name(a, "precision", op),
+                            basis=self.name(a, "basis", op), mtp=mtp, what=f"compute.{op}.precision")
+        except KvcalcError as exc:
+            if str(exc).startswith(self.where):
+                raise
+            raise self.err(str(exc)) from None
 
     def __call__(self, compute: Any) -> float:
         if not isinstance(compute, dict) or len(compute) != 1:
@@ -84,39 +122,43 @@ class _Evaluator:
         (op, spec), = compute.items()
         if op == "sequence":
             a = self.args(spec, op, {"model", "context", "precision", "basis"}, {"mtp"})
-            e = estimate(str(a["model"]), self.tokens(a["context"], op), precision=str(a["precision"]),
-                         basis=a["basis"], mtp=bool(a.get("mtp", False)))
-            return float(e.per_sequence[0])
+            mtp = a.get("mtp", False)
+            if not isinstance(mtp, bool):
+                raise self.err(f"compute.sequence.mtp: must be true or false, got {mtp!r}")
+            return float(self.estimate(a, op, [self.tokens(a, op)], mtp).per_sequence[0])
         if op in ("layer", "per_token_layer"):
             req = {"model", "kind", "precision", "basis"} | ({"context"} if op == "layer" else set())
             a = self.args(spec, op, req)
-            contexts = [self.tokens(a["context"], op)] if op == "layer" else [_SLOPE_FROM, _SLOPE_TO]
-            e = estimate(str(a["model"]), contexts, precision=str(a["precision"]), basis=a["basis"])
-            layer = next((lay for lay in e.layers if lay.kind == a["kind"]), None)
+            kind = self.name(a, "kind", op)
+            contexts = [self.tokens(a, op)] if op == "layer" else [_SLOPE_FROM, _SLOPE_TO]
+            e = self.estimate(a, op, contexts)
+            layer = next((lay for lay in e.layers if lay.kind == kind), None)
             if layer is None:
-                raise self.err(f"compute.{op}.kind: model {a['model']} has no layer of kind {a['kind']!r}")
+                raise self.err(f"compute.{op}.kind: model {a['model']} has no layer of kind {kind!r}")
             if op == "layer":
                 return float(layer.bytes[0])
             return float(layer.bytes[1] - layer.bytes[0]) / (_SLOPE_TO - _SLOPE_FROM)
         if op == "entries":
             a = self.args(spec, op, {"model", "component", "context"})
-            model = load_model(str(a["model"]))
-            comp = model.components.get(str(a["component"]))
+            model = self.model(a, op)
+            comp = model.components.get(self.name(a, "component", op))
             if comp is None:
                 raise self.err(f"compute.entries.component: model {a['model']} has no component {a['component']!r}")
             import numpy as np
 
-            return float(comp.entries(np.array([self.tokens(a["context"], op)]))[0])
+            return float(comp.entries(np.array([self.tokens(a, op)]))[0])
         if op == "entry_bytes":
             a = self.args(spec, op, {"format", "dim"}, {"rope_dim"})
-            fmt = get_format(str(a["format"]), f"{self.where}: compute.entry_bytes.format")
-            return float(fmt.entry_bytes(int(a["dim"]), int(a.get("rope_dim", 0)), f"{self.where}: compute.entry_bytes"))
+            fmt = get_format(self.name(a, "format", op), f"{self.where}: compute.entry_bytes.format")
+            dim, rope = self.integer(a, "dim", op), self.integer(a, "rope_dim", op, 0)
+            return float(fmt.entry_bytes(dim, rope, f"{self.where}: compute.entry_bytes"))
         if op == "layers":
             a = self.args(spec, op, {"model", "kind"})
-            model = load_model(str(a["model"]))
-            if a["kind"] not in model.layer_kinds:
-                raise self.err(f"compute.layers.kind: model {a['model']} has no layer kind {a['kind']!r}")
-            return float(model.layers.count(a["kind"]))
+            model = self.model(a, op)
+            kind = self.name(a, "kind", op)
+            if kind not in model.layer_kinds:
+                raise self.err(f"compute.layers.kind: model {a['model']} has no layer kind {kind!r}")
+            return float(model.layers.count(kind))
         if op == "ratio":
             a = self.args(spec, op, {"num", "den"})
             den = self(a["den"])
@@ -144,15 +186,18 @@ def _check_one(raw: Any, index: int, path: str, sources: dict) -> ClaimResult:
     if unit not in UNITS:
         raise KvcalcError(f"{where}.unit: unknown unit {unit!r}; one of: {', '.join(sorted(UNITS))}")
     published = raw["published"]
-    if isinstance(published, bool) or not isinstance(published, (int, float)):
-        raise KvcalcError(f"{where}.published: must be a number, got {published!r}")
+    if isinstance(published, bool) or not isinstance(published, (int, float)) or not math.isfinite(published):
+        raise KvcalcError(f"{where}.published: must be a finite number, got {published!r}")
+    for key in ("claim", "quote", "basis"):
+        if key in raw and not isinstance(raw[key], str):
+            raise KvcalcError(f"{where}.{key}: must be text, got {raw[key]!r}")
     tol = raw["tolerance"]
     if not isinstance(tol, dict) or len(tol) != 1 or not set(tol) <= {"abs", "rel"}:
         raise KvcalcError(f"{where}.tolerance: must be {{abs: N}} or {{rel: r}}")
     (tkind, tval), = tol.items()
-    if isinstance(tval, bool) or not isinstance(tval, (int, float)) or tval < 0:
-        raise KvcalcError(f"{where}.tolerance.{tkind}: must be a non-negative number")
-    if str(raw["source"]) not in sources:
+    if isinstance(tval, bool) or not isinstance(tval, (int, float)) or not math.isfinite(tval) or tval < 0:
+        raise KvcalcError(f"{where}.tolerance.{tkind}: must be a finite non-negative number")
+    if not isinstance(raw["source"], str) or raw["source"] not in sources:
         raise KvcalcError(f"{where}.source: {raw['source']!r} is not listed under sources")
 
     value = _Evaluator(where)(raw["compute"])
@@ -170,7 +215,7 @@ def _check_one(raw: Any, index: int, path: str, sources: dict) -> ClaimResult:
 
 
 def check(path: str | Path | None = None) -> list[ClaimResult]:
-    path = Path(path) if path else claims_file()
+    path = claims_file() if path is None else Path(path)
     data = load_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("claims"), list) or not data["claims"]:
         raise KvcalcError(f"{path}: must be a mapping with a non-empty 'claims' list")

@@ -34,9 +34,21 @@ BASIS_HELP = (
 def _console():
     from rich.console import Console
 
-    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "120"))
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # `kvcalc show X | head`: stop quietly, not with rich's exit 1
+            raise BrokenPipeError
+
+    width = None if sys.stdout.isatty() else _env_width()
     # markup off: config text (sources, names) is printed as written, brackets included
-    return Console(highlight=False, markup=False, emoji=False, width=width, soft_wrap=False)
+    return _Console(highlight=False, markup=False, emoji=False, width=width, soft_wrap=False)
+
+
+def _env_width() -> int:
+    """Width when stdout is not a terminal: $COLUMNS if it is a sane number, else 120."""
+    try:
+        return max(40, min(int(os.environ.get("COLUMNS", "120")), 1000))
+    except ValueError:
+        return 120
 
 
 def _warn(lines) -> None:
@@ -48,13 +60,13 @@ def _print_json(obj) -> None:
     sys.stdout.write(json.dumps(obj, indent=2) + "\n")
 
 
-def _estimates(models, contexts, precisions, basis, batch, mtp):
+def _estimates(models, contexts, precisions, basis, batch, mtp, what="MODEL"):
     from .estimate import estimate
     from .config import load_model
 
     out = []
     for name in models:
-        model = load_model(name)
+        model = load_model(name, what)
         wanted = precisions or [model.default_precision]
         if "all" in wanted:
             wanted = list(model.precisions)
@@ -88,7 +100,8 @@ def estimate(
         vs = vs or report.HEADLINE_REFERENCE
         precision = precision or ["all"]
     results = _estimates(models, contexts, precision, basis, batch, mtp)
-    refs = _estimates([vs], contexts, ["all"], basis, batch, False) if vs else []
+    # the reference is counted on the same basis, batch and MTP setting as the rows it is compared with
+    refs = _estimates([vs], contexts, ["all"], basis, batch, mtp, what="--vs") if vs else []
     _warn(dict.fromkeys(w for r in results + refs for w in r.warnings))
     if as_json:
         _print_json(report.estimates_json(results, refs))
@@ -122,8 +135,11 @@ def compare(
     from .units import parse_token_list
 
     contexts = parse_token_list(context)
-    a = estimate(model_a, contexts, precision=precision, basis=basis, mtp=mtp)
-    b = estimate(model_b, contexts, precision=precision_b or precision, basis=basis, mtp=mtp)
+    from .config import load_model
+
+    a = estimate(load_model(model_a, "A"), contexts, precision=precision, basis=basis, mtp=mtp)
+    b = estimate(load_model(model_b, "B"), contexts, precision=precision_b or precision, basis=basis, mtp=mtp,
+                 what="--precision-b" if precision_b else "--precision")
     _warn(dict.fromkeys(a.warnings + b.warnings))
     if as_json:
         _print_json(report.compare_json(a, b))
@@ -177,6 +193,8 @@ def claims(
     from . import claims as claims_mod
     from . import report
 
+    if file is not None and not file.strip():
+        raise KvcalcError("--file: empty path")
     results = claims_mod.check(file)
     if as_json:
         _print_json([r.to_dict() for r in results])
@@ -187,22 +205,56 @@ def claims(
         raise typer.Exit(1)
 
 
+def _usage_error(exc) -> str:
+    """Click's usage errors (unknown option, missing argument, bad int) as one line."""
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "kvcalc"
+    message = " ".join(exc.format_message().split())
+    return f"{command}: {message} (see `{command} --help`)"
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
-        app(args=argv, prog_name="kvcalc")
+        rc = _run(argv)
+    except BrokenPipeError:  # `kvcalc ... | head`, wherever it happened
+        _silence_stdout()
+        rc = 0
+    sys.exit(rc)
+
+
+def _run(argv: list[str] | None) -> int:
+    from typer._click import exceptions as click_exc  # typer >= 0.27 vendors click
+
+    try:
+        rc = app(args=argv, prog_name="kvcalc", standalone_mode=False)
+    except click_exc.NoArgsIsHelpError as exc:  # bare `kvcalc`: the help, not an error
+        print(exc.format_message())
+        rc = 0
+    except click_exc.UsageError as exc:
+        print(f"kvcalc: error: {_usage_error(exc)}", file=sys.stderr)
+        rc = 2
     except KvcalcError as exc:
         print(f"kvcalc: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    except BrokenPipeError:  # `kvcalc ... | head`
-        sys.stderr.close()
-        sys.exit(0)
-    except KeyboardInterrupt:
-        sys.exit(130)
+        rc = exc.exit_code
+    except BrokenPipeError:
+        raise
+    except (KeyboardInterrupt, click_exc.Abort):
+        rc = 130
     except Exception as exc:  # a bug: one line, never a traceback, unless asked for
         if os.environ.get("KVCALC_DEBUG"):
             raise
         print(f"kvcalc: internal error: {type(exc).__name__}: {exc} (KVCALC_DEBUG=1 shows the traceback)", file=sys.stderr)
-        sys.exit(1)
+        rc = 1
+    return rc if isinstance(rc, int) else 0
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -61,13 +61,13 @@ class ModelSpec:
     mtp_layers: tuple[str, ...] = ()
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
 
-    def precision(self, name: str | None) -> Precision:
+    def precision(self, name: str | None, what: str = "--precision") -> Precision:
         name = name or self.default_precision
         try:
             return self.precisions[name]
         except KeyError:
             raise KvcalcError(
-                f"--precision: model {self.name} has no precision {name!r}; it declares: "
+                f"{what}: model {self.name} has no precision {name!r}; it declares: "
                 f"{', '.join(self.precisions)}"
             ) from None
 
@@ -84,7 +84,20 @@ class ModelSpec:
 
 
 # ---- value helpers -------------------------------------------------------------------------------------
+#: Integers beyond this are typos (no model has a 2^40-wide head or 2^40 layers of anything).
+MAX_INT = 1 << 40
+#: No architecture has more layers than this; a bigger layout is a typo that would take minutes to expand.
+MAX_LAYERS = 10_000
+
+
 class _Ctx:
+    """Reading helpers that know the file and field they are in.
+
+    Numbers, booleans and per-layer lists may be written ``{value: X, source: "..."}``; names (model,
+    kinds, components, formats) and the mappings keyed by them may not, so a component called ``value``
+    is a component, not a wrapper.
+    """
+
     def __init__(self, path: str):
         self.path = path
         self.provenance: dict[str, str] = {}
@@ -97,14 +110,13 @@ class _Ctx:
         if isinstance(value, dict) and "value" in value:
             extra = set(value) - {"value", "source", "note"}
             if extra:
-                raise self.err(where, f"unknown key(s) {sorted(extra)} beside 'value' (allowed: value, source, note)")
+                raise self.err(where, f"unknown key(s) {sorted(map(str, extra))} beside 'value' (allowed: value, source, note)")
             if "source" in value:
-                self.provenance[where] = str(value["source"])
+                self.provenance[where] = self.text(value["source"], f"{where}.source")
             return value["value"]
         return value
 
     def mapping(self, value: Any, where: str) -> dict:
-        value = self.unwrap(value, where)
         if not isinstance(value, dict):
             raise self.err(where, f"must be a mapping, got {_typename(value)}")
         return value
@@ -115,12 +127,20 @@ class _Ctx:
             raise self.err(where, f"must be an integer, got {_typename(value)} {value!r}")
         if value < minimum:
             raise self.err(where, f"must be at least {minimum}, got {value}")
+        if value > MAX_INT:
+            raise self.err(where, f"{value} is implausibly large (limit {MAX_INT:,})")
         return value
 
-    def string(self, value: Any, where: str) -> str:
-        value = self.unwrap(value, where)
+    def name(self, value: Any, where: str) -> str:
+        """An identifier: a non-empty string, never wrapped."""
         if not isinstance(value, str) or not value.strip():
             raise self.err(where, f"must be a non-empty string, got {_typename(value)}")
+        return value
+
+    def text(self, value: Any, where: str) -> str:
+        """Free text (descriptions, sources): a string."""
+        if not isinstance(value, str):
+            raise self.err(where, f"must be a string, got {_typename(value)}")
         return value
 
     def boolean(self, value: Any, where: str) -> bool:
@@ -128,6 +148,12 @@ class _Ctx:
         if not isinstance(value, bool):
             raise self.err(where, f"must be true or false, got {value!r}")
         return value
+
+    def int_list(self, value: Any, where: str) -> tuple[int, ...]:
+        seq = self.unwrap(value, where)
+        if not isinstance(seq, list) or not seq:
+            raise self.err(where, f"must be a non-empty list of integers, got {_typename(seq)}")
+        return tuple(self.integer(v, f"{where}[{i}]") for i, v in enumerate(seq))
 
     def keys(self, data: dict, where: str, allowed, required=()) -> None:
         unknown = [k for k in data if k not in allowed]
@@ -140,11 +166,29 @@ class _Ctx:
             if k not in data:
                 raise self.err(f"{where}.{k}" if where else k, "missing required key")
 
+    def note_source(self, data: dict, where: str) -> str:
+        if "note" in data:
+            self.text(data["note"], f"{where}.note")
+        if "source" not in data:
+            return ""
+        source = self.text(data["source"], f"{where}.source")
+        self.provenance[where] = source
+        return source
+
 
 def _typename(value: Any) -> str:
     return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "nothing"}.get(
         type(value), type(value).__name__
     )
+
+
+def _ref(ctx: _Ctx, value: Any, where: str, known, what: str) -> str:
+    """A reference to a declared name (layer kind, component)."""
+    if not isinstance(value, str) or value not in known:
+        hint = difflib.get_close_matches(value, list(known), n=1) if isinstance(value, str) else []
+        more = f"; did you mean {hint[0]!r}?" if hint else f"; declared: {', '.join(known)}"
+        raise ctx.err(where, f"unknown {what} {value!r}{more}")
+    return value
 
 
 # ---- sections ------------------------------------------------------------------------------------------
@@ -153,7 +197,7 @@ def _component(ctx: _Ctx, name: str, raw: Any) -> CacheSpec:
     data = ctx.mapping(raw, where)
     if "cache" not in data:
         raise ctx.err(f"{where}.cache", f"missing required key; one of: {', '.join(CACHE_KINDS)}")
-    kind = ctx.string(data["cache"], f"{where}.cache")
+    kind = ctx.name(data["cache"], f"{where}.cache")
     cls = CACHE_KINDS.get(kind)
     if cls is None:
         hint = difflib.get_close_matches(kind, CACHE_KINDS, n=1)
@@ -166,9 +210,9 @@ def _component(ctx: _Ctx, name: str, raw: Any) -> CacheSpec:
         types.pop("storage", None)
     ctx.keys(data, where, set(types) | {"cache", "source", "note"}, sorted(required_fields(cls) - {"storage"}))
     kwargs: dict[str, Any] = {"name": name}
-    if "source" in data:
-        ctx.provenance[where] = str(data["source"])
-        kwargs["source"] = str(data["source"])
+    source = ctx.note_source(data, where)
+    if source:
+        kwargs["source"] = source
     for key, typ in types.items():
         if key not in data:
             continue
@@ -179,12 +223,9 @@ def _component(ctx: _Ctx, name: str, raw: Any) -> CacheSpec:
         elif typ == "bool":
             kwargs[key] = ctx.boolean(data[key], fw)
         elif typ == "str":
-            kwargs[key] = ctx.string(data[key], fw)
+            kwargs[key] = ctx.name(data[key], fw)
         elif typ.startswith("tuple[int"):
-            seq = ctx.unwrap(data[key], fw)
-            if not isinstance(seq, list) or not seq:
-                raise ctx.err(fw, f"must be a non-empty list of integers, got {_typename(seq)}")
-            kwargs[key] = tuple(ctx.integer(v, f"{fw}[{i}]") for i, v in enumerate(seq))
+            kwargs[key] = ctx.int_list(data[key], fw)
         else:  # pragma: no cover - a spec class declared a type the loader does not know
             raise ctx.err(fw, f"internal: unsupported field type {typ}")
     spec = cls(**kwargs)
@@ -202,13 +243,12 @@ def _precisions(ctx: _Ctx, raw: Any, roles: set[str], components: dict[str, Cach
     out = {}
     for pname, pdata in data.items():
         where = f"precisions.{pname}"
+        ctx.name(pname, where)
         pdata = ctx.mapping(pdata, where)
-        source = str(pdata.get("source", ""))
-        if source:
-            ctx.provenance[where] = source
+        source = ctx.note_source(pdata, where)
         ctx.keys(pdata, where, roles | {"source", "note"}, sorted(roles))
         formats = {
-            role: get_format(ctx.string(pdata[role], f"{where}.{role}"), f"{ctx.path}: {where}.{role}")
+            role: get_format(ctx.name(pdata[role], f"{where}.{role}"), f"{ctx.path}: {where}.{role}")
             for role in pdata
             if role in roles
         }
@@ -219,50 +259,47 @@ def _precisions(ctx: _Ctx, raw: Any, roles: set[str], components: dict[str, Cach
                     comp.entry_bytes(formats[comp.storage])
                 except KvcalcError as exc:
                     raise ctx.err(f"{where}.{comp.storage}", str(exc)) from None
-        out[str(pname)] = Precision(name=str(pname), formats=formats, source=source)
+        out[pname] = Precision(name=pname, formats=formats, source=source)
     return out
 
 
 def _layers(ctx: _Ctx, raw: Any, kinds: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
-    raw = ctx.unwrap(raw, "layers")
-
-    def kind_ref(value: Any, where: str) -> str:
-        name = ctx.unwrap(value, where)
-        if not isinstance(name, str) or name not in kinds:
-            hint = difflib.get_close_matches(str(name), kinds, n=1)
-            raise ctx.err(
-                where,
-                f"unknown layer kind {name!r}" + (f"; did you mean {hint[0]!r}?" if hint else f"; declared: {', '.join(kinds)}"),
-            )
-        return name
-
     out: list[str] = []
+
+    def extend(names: list[str], n: int, where: str) -> None:
+        if len(out) + n > MAX_LAYERS:
+            raise ctx.err(where, f"the layout exceeds {MAX_LAYERS:,} layers")
+        out.extend(names[j % len(names)] for j in range(n))
+
     if isinstance(raw, dict):  # {select: [per-layer values], kinds: {value: kind}}
         ctx.keys(raw, "layers", {"select", "kinds", "source", "note"}, ["select", "kinds"])
-        if "source" in raw:
-            ctx.provenance["layers"] = str(raw["source"])
+        ctx.note_source(raw, "layers")
         values = ctx.unwrap(raw["select"], "layers.select")
         if not isinstance(values, list) or not values:
             raise ctx.err("layers.select", f"must be a non-empty list, got {_typename(values)}")
+        if len(values) > MAX_LAYERS:
+            raise ctx.err("layers.select", f"lists more than {MAX_LAYERS:,} layers")
         mapping = ctx.mapping(raw["kinds"], "layers.kinds")
+        for v, kind in mapping.items():
+            _ref(ctx, kind, f"layers.kinds.{v}", kinds, "layer kind")
         for i, v in enumerate(values):
-            if isinstance(v, (dict, list)) or v not in mapping:
+            # booleans would silently match the keys 0 and 1; lists and mappings are not values
+            if isinstance(v, (bool, dict, list)) or v not in mapping:
                 raise ctx.err(f"layers.select[{i}]", f"value {v!r} has no entry in layers.kinds (keys: {list(mapping)})")
-            out.append(kind_ref(mapping[v], f"layers.kinds.{v}"))
+            out.append(mapping[v])
     elif isinstance(raw, list) and raw:
         for i, item in enumerate(raw):
             where = f"layers[{i}]"
             if isinstance(item, dict):
                 ctx.keys(item, where, {"pattern", "layers", "source", "note"}, ["pattern", "layers"])
-                pattern = ctx.unwrap(item["pattern"], f"{where}.pattern")
-                pattern = pattern if isinstance(pattern, list) else [pattern]
+                ctx.note_source(item, where)
+                pattern = item["pattern"] if isinstance(item["pattern"], list) else [item["pattern"]]
                 if not pattern:
                     raise ctx.err(f"{where}.pattern", "must name at least one layer kind")
-                names = [kind_ref(p, f"{where}.pattern[{j}]") for j, p in enumerate(pattern)]
-                n = ctx.integer(item["layers"], f"{where}.layers")
-                out.extend(names[j % len(names)] for j in range(n))
+                names = [_ref(ctx, p, f"{where}.pattern[{j}]", kinds, "layer kind") for j, p in enumerate(pattern)]
+                extend(names, ctx.integer(item["layers"], f"{where}.layers"), f"{where}.layers")
             else:
-                out.append(kind_ref(item, where))
+                extend([_ref(ctx, item, where, kinds, "layer kind")], 1, where)
     else:
         raise ctx.err("layers", "must be a non-empty list of layer kinds / {pattern, layers} items, or {select, kinds}")
     return tuple(out)
@@ -273,35 +310,38 @@ def parse_model(data: Any, path: str) -> ModelSpec:
     if not isinstance(data, dict):
         raise ctx.err("", f"the top level must be a mapping, got {_typename(data)}")
     ctx.keys(data, "", TOP_KEYS, REQUIRED_TOP)
-    version = ctx.integer(data["kvcalc"], "kvcalc")
-    if version != FORMAT_VERSION:
-        raise ctx.err("kvcalc", f"unsupported config format version {version}; this kvcalc reads {FORMAT_VERSION}")
-    name = ctx.string(data["name"], "name")
-    sources_raw = data.get("sources", {}) or {}
+    version = data["kvcalc"]
+    if version != FORMAT_VERSION or isinstance(version, bool):
+        raise ctx.err("kvcalc", f"unsupported config format version {version!r}; this kvcalc reads {FORMAT_VERSION}")
+    name = ctx.name(data["name"], "name")
+    for key in ("display_name", "description", "notes"):
+        if key in data:
+            ctx.text(data[key], key)
+    sources_raw = data.get("sources", {})
     if not isinstance(sources_raw, dict):
         raise ctx.err("sources", f"must be a mapping of names to citations, got {_typename(sources_raw)}")
-    sources = {str(k): str(v) for k, v in sources_raw.items()}
+    sources = {str(k): ctx.text(v, f"sources.{k}") for k, v in sources_raw.items()}
     max_context = ctx.integer(data["max_context"], "max_context") if "max_context" in data else None
 
     comp_raw = ctx.mapping(data["components"], "components")
     if not comp_raw:
         raise ctx.err("components", "must declare at least one component")
-    components = {str(k): _component(ctx, str(k), v) for k, v in comp_raw.items()}
+    components = {ctx.name(k, f"components.{k}"): _component(ctx, k, v) for k, v in comp_raw.items()}
 
     kinds_raw = ctx.mapping(data["layer_kinds"], "layer_kinds")
+    if not kinds_raw:
+        raise ctx.err("layer_kinds", "must declare at least one layer kind")
     kinds: dict[str, tuple[str, ...]] = {}
     for kname, comps in kinds_raw.items():
         where = f"layer_kinds.{kname}"
-        comps = ctx.unwrap(comps, where)
+        ctx.name(kname, where)
         if not isinstance(comps, list) or not comps:
             raise ctx.err(where, "must be a non-empty list of component names")
         for j, c in enumerate(comps):
-            if c not in components:
-                hint = difflib.get_close_matches(str(c), components, n=1)
-                raise ctx.err(f"{where}[{j}]", f"unknown component {c!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
+            _ref(ctx, c, f"{where}[{j}]", components, "component")
         if len(set(comps)) != len(comps):
             raise ctx.err(where, "lists a component twice")
-        kinds[str(kname)] = tuple(comps)
+        kinds[kname] = tuple(comps)
 
     layers = _layers(ctx, data["layers"], kinds)
 
@@ -309,13 +349,11 @@ def parse_model(data: Any, path: str) -> ModelSpec:
     if "mtp" in data:
         m = ctx.mapping(data["mtp"], "mtp")
         ctx.keys(m, "mtp", {"layers", "kind", "source", "note"}, ["layers", "kind"])
-        if "source" in m:
-            ctx.provenance["mtp"] = str(m["source"])
+        ctx.note_source(m, "mtp")
         n = ctx.integer(m["layers"], "mtp.layers", minimum=0)
-        kind = ctx.string(m["kind"], "mtp.kind")
-        if kind not in kinds:
-            raise ctx.err("mtp.kind", f"unknown layer kind {kind!r}; declared: {', '.join(kinds)}")
-        mtp = (kind,) * n
+        if n > MAX_LAYERS:
+            raise ctx.err("mtp.layers", f"more than {MAX_LAYERS:,} layers")
+        mtp = (_ref(ctx, m["kind"], "mtp.kind", kinds, "layer kind"),) * n
 
     used = {c for k in set(layers) | set(mtp) for c in kinds[k]}
     roles = {components[c].storage for c in used if components[c].per_token}
@@ -323,14 +361,14 @@ def parse_model(data: Any, path: str) -> ModelSpec:
     if unused:
         raise ctx.err(f"layer_kinds.{unused[0]}", "declared but used by no layer")
     precisions = _precisions(ctx, data["precisions"], roles, {c: components[c] for c in used})
-    default = ctx.string(data["default_precision"], "default_precision")
+    default = ctx.name(data["default_precision"], "default_precision")
     if default not in precisions:
         raise ctx.err("default_precision", f"{default!r} is not among precisions ({', '.join(precisions)})")
 
     return ModelSpec(
         name=name,
-        display_name=str(data.get("display_name", name)),
-        description=str(data.get("description", "")),
+        display_name=data.get("display_name", name),
+        description=data.get("description", ""),
         path=path,
         sources=sources,
         max_context=max_context,
@@ -352,23 +390,28 @@ def config_names() -> list[str]:
 _CACHE: dict[str, ModelSpec] = {}
 
 
-def load_model(name_or_path: str) -> ModelSpec:
-    """A shipped config by name (``deepseek-v4-pro``) or any YAML file by path."""
+def load_model(name_or_path: str, what: str = "MODEL") -> ModelSpec:
+    """A shipped config by name (``deepseek-v4-pro``) or any YAML file by path. ``what`` names the
+    argument in error messages."""
     key = str(name_or_path)
     if key in _CACHE:
         return _CACHE[key]
     candidate = Path(key)
-    if key.endswith((".yaml", ".yml")) or candidate.is_file() or "/" in key:
+    if not key.strip():
+        raise KvcalcError(f"{what}: empty model name")
+    if key.endswith((".yaml", ".yml")) or candidate.exists() or "/" in key:
         path = candidate
+        if path.is_dir():
+            raise KvcalcError(f"{what}: {key!r} is a directory, not a config file")
         if not path.is_file():
-            raise KvcalcError(f"MODEL: no such config file {key!r}")
+            raise KvcalcError(f"{what}: no such config file {key!r}")
     else:
         path = configs_dir() / f"{key}.yaml"
         if not path.is_file():
             names = config_names()
             close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
             hint = f"; closest: {', '.join(close)}" if close else ""
-            raise KvcalcError(f"MODEL: unknown model {key!r}{hint} (`kvcalc models` lists all)")
+            raise KvcalcError(f"{what}: unknown model {key!r}{hint} (`kvcalc models` lists all)")
     model = parse_model(load_yaml(path), str(path))
     _CACHE[key] = model
     return model
@@ -385,23 +428,27 @@ def json_schema() -> dict:
                                                                     "note": {"type": "string"}},
                                    "required": ["value"], "additionalProperties": False}]}
 
-    json_types = {"int": {"type": "integer", "minimum": 1}, "int | None": {"type": "integer", "minimum": 1},
-                  "bool": {"type": "boolean"}, "str": {"type": "string"},
-                  "tuple[int, ...]": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1}}
+    integer = {"type": "integer", "minimum": 1, "maximum": MAX_INT}
+    json_types = {"int": sourced(integer), "int | None": sourced(integer), "bool": sourced({"type": "boolean"}),
+                  "str": {"type": "string", "minLength": 1},
+                  "tuple[int, ...]": sourced({"type": "array", "items": integer, "minItems": 1})}
     components = []
     for kind, cls in CACHE_KINDS.items():
         types = spec_fields(cls)
         if not cls.per_token:
             types.pop("storage", None)
-        props = {k: sourced(dict(json_types[t], **({"minimum": 0} if k == "rope_dim" else {}))) for k, t in types.items()}
+        props = {k: json_types[t] for k, t in types.items()}
+        if "rope_dim" in props:
+            props["rope_dim"] = sourced(dict(integer, minimum=0))
         if "dtype" in props:
-            props["dtype"] = sourced({"enum": sorted(FORMATS)})
+            props["dtype"] = {"enum": sorted(FORMATS)}
         props.update(cache={"const": kind}, source={"type": "string"}, note={"type": "string"})
         components.append({"type": "object", "properties": props, "additionalProperties": False,
                            "required": ["cache", *sorted(required_fields(cls) - {"storage"})]})
     layer_item = {"anyOf": [{"type": "string"}, {"type": "object", "properties": {
         "pattern": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
-        "layers": sourced({"type": "integer", "minimum": 1}), "source": {"type": "string"}, "note": {"type": "string"}},
+        "layers": sourced({"type": "integer", "minimum": 1, "maximum": MAX_LAYERS}), "source": {"type": "string"},
+        "note": {"type": "string"}},
         "required": ["pattern", "layers"], "additionalProperties": False}]}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -416,7 +463,7 @@ def json_schema() -> dict:
             "description": {"type": "string"},
             "notes": {"type": "string"},
             "sources": {"type": "object", "additionalProperties": {"type": "string"}},
-            "max_context": sourced({"type": "integer", "minimum": 1}),
+            "max_context": sourced(integer),
             "precisions": {"type": "object", "minProperties": 1, "additionalProperties": {
                 "type": "object", "additionalProperties": {"enum": sorted(FORMATS)},
                 "properties": {"source": {"type": "string"}, "note": {"type": "string"}}}},
@@ -425,13 +472,15 @@ def json_schema() -> dict:
             "layer_kinds": {"type": "object", "minProperties": 1,
                             "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
             "layers": {"anyOf": [
-                sourced({"type": "array", "items": layer_item, "minItems": 1}),
+                {"type": "array", "items": layer_item, "minItems": 1},
                 {"type": "object", "additionalProperties": False, "required": ["select", "kinds"], "properties": {
-                    "select": sourced({"type": "array", "minItems": 1}), "kinds": {"type": "object"},
+                    "select": sourced({"type": "array", "minItems": 1, "maxItems": MAX_LAYERS,
+                                       "items": {"type": ["integer", "string"]}}),
+                    "kinds": {"type": "object", "additionalProperties": {"type": "string"}},
                     "source": {"type": "string"}, "note": {"type": "string"}}},
             ]},
             "mtp": {"type": "object", "additionalProperties": False, "required": ["layers", "kind"], "properties": {
-                "layers": sourced({"type": "integer", "minimum": 0}), "kind": {"type": "string"},
+                "layers": sourced({"type": "integer", "minimum": 0, "maximum": MAX_LAYERS}), "kind": {"type": "string"},
                 "source": {"type": "string"}, "note": {"type": "string"}}},
         },
     }

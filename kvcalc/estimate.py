@@ -24,6 +24,9 @@ BASES: dict[str, str] = {
     "main layers; no per-request state, no MTP layer",
 }
 PAGING = "exact bytes (no page or block rounding)"
+#: Byte counts are int64; anything near 2^63 B (8 EiB) is a typo in a config or an argument.
+MAX_BYTES = (1 << 63) - 1
+MAX_BATCH = 1 << 32
 
 
 @dataclass(frozen=True)
@@ -69,14 +72,17 @@ class Estimate:
         return self.per_sequence * self.batch
 
     def kinds(self) -> dict[str, tuple[int, tuple[ComponentBytes, ...], np.ndarray]]:
-        """kind label -> (layer count, components, bytes of one layer); MTP layers get their own label."""
-        out: dict[str, tuple[int, tuple[ComponentBytes, ...], np.ndarray]] = {}
+        """kind label -> (layer count, components, bytes of one layer); MTP layers get their own label.
+        Ordered as the config declares its layer kinds, main layers before MTP layers."""
+        groups: dict[tuple[bool, str], list] = {}
         for layer in self.layers:
-            label = f"{layer.kind} (MTP)" if layer.mtp else layer.kind
-            n, comps, b = out.get(label, (0, layer.components, layer.bytes))
-            out[label] = (n + 1, comps, b)
+            group = groups.setdefault((layer.mtp, layer.kind), [0, layer.components, layer.bytes])
+            group[0] += 1
         order = {k: i for i, k in enumerate(self.model.layer_kinds)}
-        return dict(sorted(out.items(), key=lambda kv: (kv[0].endswith("(MTP)"), order[kv[0].split(" ")[0]])))
+        return {
+            (f"{kind} (MTP)" if mtp else kind): (n, comps, b)
+            for (mtp, kind), (n, comps, b) in sorted(groups.items(), key=lambda kv: (kv[0][0], order[kv[0][1]]))
+        }
 
     def layers_text(self) -> str:
         kinds = self.kinds()
@@ -186,21 +192,23 @@ def estimate(
     basis: Basis = "complete",
     batch: int = 1,
     mtp: bool = False,
+    what: str = "--precision",
 ) -> Estimate:
     """KV cache bytes of ``model`` after ``context`` tokens (an int or a sequence of ints).
 
     ``basis='complete'`` counts everything a request holds; ``'article'`` reproduces vLLM's write-up
     (window + compressed entries + indexer of the main layers only). ``mtp=True`` adds the model's MTP
-    layers (speculative decoding on); it needs the complete basis.
+    layers (speculative decoding on); it needs the complete basis. ``what`` names the precision argument
+    in error messages.
     """
     spec = load_model(model) if isinstance(model, str) else model
     if basis not in BASES:
         raise KvcalcError(f"--basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}")
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise KvcalcError(f"--batch: must be a positive integer, got {batch!r}")
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= MAX_BATCH:
+        raise KvcalcError(f"--batch: must be an integer from 1 to {MAX_BATCH:,}, got {batch!r}")
     if mtp and basis != "complete":
         raise KvcalcError("--mtp: the article basis leaves the MTP layer out by definition; use --basis complete")
-    prec = spec.precision(precision)
+    prec = spec.precision(precision, what)
     contexts = _contexts(context)
 
     per_kind: dict[str, tuple[tuple[ComponentBytes, ...], np.ndarray]] = {}
@@ -217,6 +225,11 @@ def estimate(
                 eb, fmt_name = 0, getattr(comp, "dtype", "")
             entries = comp.entries(contexts)
             fixed = comp.fixed_bytes()
+            if int(entries.max()) * eb + fixed > MAX_BYTES:  # exact Python ints, before numpy could wrap
+                raise KvcalcError(
+                    f"{spec.path}: components.{cname}: {int(entries.max()):,} entries x {eb:,} B + {fixed:,} B "
+                    "exceeds 8 EiB; check the config's values"
+                )
             comps.append(
                 ComponentBytes(
                     name=cname,
@@ -237,6 +250,13 @@ def estimate(
     if mtp:
         n = len(spec.layers)
         layers += [LayerBytes(n + j, k, True, *per_kind[k]) for j, k in enumerate(spec.mtp_layers)]
+    # the same bound for the whole request and the batch, again in exact Python ints
+    largest = sum(int(layer.bytes.max()) for layer in layers)
+    if largest * int(batch) > MAX_BYTES:
+        raise KvcalcError(
+            f"{spec.name}: {largest:,} B per sequence x batch {int(batch):,} exceeds 8 EiB; "
+            "check --context, --batch and the config"
+        )
     per_seq = sum((layer.bytes for layer in layers), np.zeros_like(contexts))
 
     warnings = []

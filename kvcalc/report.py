@@ -9,6 +9,9 @@ from .units import format_bytes, format_tokens
 #: V4-Flash's depth, and the two V4 models. Ratios are against the reference at the same precision.
 HEADLINE_MODELS = ("deepseek-v3.2", "gqa8-hd128-l61", "deepseek-v4-pro", "gqa8-hd128-l43", "deepseek-v4-flash")
 HEADLINE_REFERENCE = "deepseek-v3.2"
+#: The technical report's "~2% of a bf16 GQA8 baseline": each V4 model at fp8 against the baseline of its depth.
+HEADLINE_BASELINES = (("deepseek-v4-pro", "fp8", "gqa8-hd128-l61", "bf16"),
+                      ("deepseek-v4-flash", "fp8", "gqa8-hd128-l43", "bf16"))
 
 
 def _table(title: str | None = None, caption: str | None = None):
@@ -18,13 +21,36 @@ def _table(title: str | None = None, caption: str | None = None):
     return Table(title=title, caption=caption, box=box.SIMPLE_HEAD, title_justify="left", caption_justify="left")
 
 
+def print_table(con, table) -> None:
+    """Print a table without truncating a number: text columns wrap between words; when even the narrowest
+    layout is wider than the console, the table is printed at that width and the terminal wraps its lines.
+    (rich would otherwise crop or ellipsise no-wrap columns to fit.)"""
+
+    def longest(col, split: bool) -> int:
+        cells = [c for c in [col.header, *col._cells] if isinstance(c, str)]
+        return max([0, *(len(w) for c in cells for w in (c.split() if split else c.splitlines() or [""]))])
+
+    need = 0
+    for col in table.columns:
+        if not col.no_wrap:
+            col.min_width = max(col.min_width or 0, longest(col, split=True))
+        need += (col.min_width if not col.no_wrap else longest(col, split=False)) + 3  # padding + separator
+    if need > con.width:
+        con.print(table, width=need, crop=False)
+    else:
+        con.print(table)
+
+
 def _ctx(n: int) -> str:
     short = format_tokens(n)
-    return f"{n:,} ({short})" if short != str(n) else f"{n:,}"
+    text = f"{n:,} ({short})" if short != str(n) else f"{n:,}"
+    return f"{text} token" if n == 1 else f"{text} tokens"
 
 
 def _ratio(value: float, ref: float) -> str:
-    """Share of the reference and the factor: '11.50% (1/8.70)', '290.91% (2.91x)'."""
+    """Share of the reference and the factor: '11.50% (1/8.70)', '290.91% (2.91x)'; '-' for a zero reference."""
+    if float(ref) == 0:
+        return "-"
     r = float(value) / float(ref)
     if r == 1:
         return "100.00%"
@@ -39,25 +65,32 @@ def _find_ref(refs: list[Estimate], precision: str) -> Estimate | None:
 
 
 def _storage(e: Estimate) -> str:
-    return " + ".join("/".join(f"{b:,}" for b in sizes) for sizes in e.entry_sizes().values())
+    """'fp8_ds_mla_v4 584 + fp4_indexer 68': each storage role's format and bytes per entry."""
+    formats = e.model.precisions[e.precision].formats
+    sizes = e.entry_sizes()
+    names = {formats[role].name for role in sizes}
+    if len(names) == 1:  # 'bf16 1,152 + 256'
+        return f"{names.pop()} " + " + ".join("/".join(f"{b:,}" for b in s) for s in sizes.values())
+    return " + ".join(f"{formats[role].name} {'/'.join(f'{b:,}' for b in s)}" for role, s in sizes.items())
 
 
 def render_summary(con, results: list[Estimate], refs: list[Estimate], headline: bool) -> None:
     basis = results[0].basis
     batch = results[0].batch
     contexts = results[0].contexts.tolist()
-    ctx_text = _ctx(contexts[0]) if len(contexts) == 1 else "several contexts"
-    title = f"KV cache per sequence at {ctx_text} tokens" if batch == 1 else f"KV cache for {batch} sequences at {ctx_text} tokens"
+    ctx_text = _ctx(contexts[0]) if len(contexts) == 1 else f"{len(contexts)} context lengths"
+    title = (f"KV cache per sequence at {ctx_text}" if batch == 1
+             else f"KV cache for {batch:,} sequences at {ctx_text}")
     t = _table(title)
     t.add_column("model", no_wrap=True)
     if len(contexts) > 1:
-        t.add_column("context", justify="right")
-    t.add_column("layers counted", no_wrap=True)
+        t.add_column("context", justify="right", no_wrap=True)
+    t.add_column("layers counted")
     t.add_column("precision", no_wrap=True)
-    t.add_column("B/entry", justify="right", no_wrap=True)
+    t.add_column("storage, B/entry")
     t.add_column("per sequence", justify="right", no_wrap=True)
     if batch > 1:
-        t.add_column(f"x {batch}", justify="right")
+        t.add_column(f"x {batch:,}", justify="right", no_wrap=True)
     if refs:
         t.add_column(f"vs {refs[0].model.name}", justify="right", no_wrap=True)
     last_model = None
@@ -67,7 +100,7 @@ def render_summary(con, results: list[Estimate], refs: list[Estimate], headline:
             row = [e.model.name if first else ""]
             last_model = e.model.name
             if len(contexts) > 1:
-                row.append(_ctx(ctx))
+                row.append(_ctx(ctx).replace(" tokens", "").replace(" token", ""))
             row += [e.layers_text() if first else "", e.precision, _storage(e), format_bytes(e.per_sequence[i])]
             if batch > 1:
                 row.append(format_bytes(e.total[i]))
@@ -75,26 +108,38 @@ def render_summary(con, results: list[Estimate], refs: list[Estimate], headline:
                 ref = _find_ref(refs, e.precision)
                 row.append(_ratio(e.per_sequence[i], ref.per_sequence[i]) if ref is not None else "-")
             t.add_row(*row)
-    con.print(t)
+    print_table(con, t)
     short = {"complete": "all a request holds (window, compressed entries, indexer keys, compressor state)",
              "article": "what vLLM's V4 write-up counts (window, compressed entries, indexer keys; no state, no MTP)"}
     mtp_note = ""
     if basis == "complete" and any(e.model.mtp_layers for e in results):
         mtp_note = "; MTP counted" if results[0].mtp else "; MTP not counted (--mtp)"
     notes = [f"Basis: {basis}, {short[basis]}{mtp_note}.",
-             "Exact bytes, no paging; binary units (1 GiB = 2^30 B). B/entry: bytes per cached entry (kv + indexer)."]
+             "Exact bytes, no paging; binary units (1 GiB = 2^30 B). Storage: format and bytes per cached entry."]
     if refs:
         notes.append(f"Ratios: against {refs[0].model.name} at the same precision and context.")
     if headline:
-        notes.append("--basis article gives vLLM's write-up figures (bf16: 83.875 GiB V3.2-style, 9.625 GiB V4-Pro).")
+        notes += _baseline_notes(results)
+        if basis == "complete":
+            notes.append("--basis article counts what vLLM's write-up counts (`kvcalc claims` checks its figures).")
         notes.append("Name a model for its per-layer breakdown: kvcalc estimate deepseek-v4-pro --context 1M")
     for n in notes:
         con.print(n)
 
 
+def _baseline_notes(results: list[Estimate]) -> list[str]:
+    by = {(e.model.name, e.precision): e for e in results}
+    parts = []
+    for model, prec, base, base_prec in HEADLINE_BASELINES:
+        a, b = by.get((model, prec)), by.get((base, base_prec))
+        if a is not None and b is not None and len(a.contexts) == 1 and b.per_sequence[0]:
+            parts.append(f"{model} {prec} is {a.per_sequence[0] / b.per_sequence[0]:.2%} of {base} {base_prec}")
+    return [f"Against the report's GQA8 baseline of the same depth: {'; '.join(parts)}."] if parts else []
+
+
 def render_kinds(con, e: Estimate) -> None:
     for i, ctx in enumerate(e.contexts.tolist()):
-        t = _table(f"{e.model.display_name}, {e.precision}, at {_ctx(ctx)} tokens: by layer kind")
+        t = _table(f"{e.model.display_name}, {e.precision}, at {_ctx(ctx)}: by layer kind")
         for col, just in (
             ("kind", "left"), ("layers", "right"), ("component", "left"), ("holds", "left"), ("format", "left"),
             ("entries", "right"), ("B/entry", "right"), ("per layer", "right"), ("all layers", "right"),
@@ -110,7 +155,7 @@ def render_kinds(con, e: Estimate) -> None:
                 )
             t.add_row("", "", "layer total", "", "", "", "", format_bytes(layer_bytes[i]),
                       format_bytes(layer_bytes[i] * n), end_section=True, style="bold")
-        con.print(t)
+        print_table(con, t)
         con.print(f"Total per sequence: {format_bytes(e.per_sequence[i])} ({int(e.per_sequence[i]):,} B)"
                   + (f"; x {e.batch} sequences: {format_bytes(e.total[i])} ({int(e.total[i]):,} B)" if e.batch > 1 else ""))
         con.print(f"Storage: {e.formats_text()}.")
@@ -119,7 +164,7 @@ def render_kinds(con, e: Estimate) -> None:
 
 def render_layers(con, e: Estimate) -> None:
     for i, ctx in enumerate(e.contexts.tolist()):
-        t = _table(f"{e.model.display_name}, {e.precision}, at {_ctx(ctx)} tokens: layer by layer")
+        t = _table(f"{e.model.display_name}, {e.precision}, at {_ctx(ctx)}: layer by layer")
         t.add_column("layer", justify="right")
         t.add_column("kind")
         t.add_column("components")
@@ -132,7 +177,7 @@ def render_layers(con, e: Estimate) -> None:
                 str(layer.index) + (" (MTP)" if layer.mtp else ""), layer.kind,
                 ", ".join(c.name for c in layer.components), f"{int(layer.bytes[i]):,}", format_bytes(running),
             )
-        con.print(t)
+        print_table(con, t)
         con.print(f"Total per sequence: {format_bytes(e.per_sequence[i])} ({int(e.per_sequence[i]):,} B). "
                   f"Storage: {e.formats_text()}.")
         con.print(f"Basis: {e.basis_text()}.")
@@ -148,7 +193,7 @@ def estimates_json(results: list[Estimate], refs: list[Estimate]) -> list[dict]:
                     "model": ref.model.name,
                     "precision": ref.precision,
                     "per_sequence_bytes": int(ref.per_sequence[i]),
-                    "ratio": float(e.per_sequence[i] / ref.per_sequence[i]),
+                    "ratio": float(e.per_sequence[i]) / float(ref.per_sequence[i]) if ref.per_sequence[i] else None,
                 }
             out.append(d)
     return out
@@ -160,8 +205,9 @@ def render_compare(con, a: Estimate, b: Estimate) -> None:
         t.add_column(col, justify="right")
     for i, ctx in enumerate(a.contexts.tolist()):
         pa, pb = float(a.per_sequence[i]), float(b.per_sequence[i])
-        t.add_row(_ctx(ctx), format_bytes(pa), format_bytes(pb), f"{pb / pa:.2%}", f"{pa / pb:.2f}x")
-    con.print(t)
+        t.add_row(_ctx(ctx).replace(" tokens", "").replace(" token", ""), format_bytes(pa), format_bytes(pb),
+                  f"{pb / pa:.2%}" if pa else "-", f"{pa / pb:.2f}x" if pb else "-")
+    print_table(con, t)
     con.print(f"A: {a.layers_text()}; {a.formats_text()}.")
     con.print(f"B: {b.layers_text()}; {b.formats_text()}.")
     con.print(f"Basis: {a.basis} ({BASES[a.basis]}); exact bytes, no paging; binary units.")
@@ -171,7 +217,8 @@ def compare_json(a: Estimate, b: Estimate) -> dict:
     return {
         "a": a.to_dicts(),
         "b": b.to_dicts(),
-        "ratio_b_over_a": [float(x) for x in (b.per_sequence / a.per_sequence)],
+        # null where A holds no bytes (a state-only model on the article basis): JSON has no NaN
+        "ratio_b_over_a": [float(y) / float(x) if x else None for x, y in zip(a.per_sequence, b.per_sequence)],
         "context_tokens": [int(c) for c in a.contexts],
     }
 
@@ -217,7 +264,7 @@ def render_models(con, specs) -> None:
         precs = [m.default_precision] + [p for p in m.precisions if p != m.default_precision]
         t.add_row(m.name, str(len(m.layers)), m.layout_text(), str(len(m.mtp_layers)),
                   _ctx(m.max_context) if m.max_context else "-", ", ".join(precs))
-    con.print(t)
+    print_table(con, t)
     con.print("Any YAML file in this format works too: `kvcalc estimate path/to/model.yaml`.")
 
 
@@ -260,7 +307,7 @@ def render_show(con, m) -> None:
         sizes = [f"{c.entry_bytes(p.formats[c.storage]):,}" if c.per_token else f"{c.fixed_bytes():,} fixed"
                  for p in m.precisions.values()]
         t.add_row(name, c.kind, c.rule(), *sizes)
-    con.print(t)
+    print_table(con, t)
     t = _table("Layer kinds")
     t.add_column("kind")
     t.add_column("count", justify="right")
@@ -269,7 +316,7 @@ def render_show(con, m) -> None:
     for k, comps in m.layer_kinds.items():
         mtp = m.mtp_layers.count(k)
         t.add_row(k, f"{counts.get(k, 0)}" + (f" + {mtp} MTP" if mtp else ""), ", ".join(comps))
-    con.print(t)
+    print_table(con, t)
     con.print(f"Layer layout: {_runs(m.layers)}")
     for p in m.precisions.values():
         con.print(f"precision {p.name}{' (default)' if p.name == m.default_precision else ''}: "
@@ -281,7 +328,7 @@ def render_show(con, m) -> None:
         t.add_column("source")
         for k, v in m.provenance.items():
             t.add_row(k, v)
-        con.print(t)
+        print_table(con, t)
     for k, v in m.sources.items():
         con.print(f"{k}: {v}")
 
@@ -296,6 +343,6 @@ def render_claims(con, results) -> None:
     for r in results:
         t.add_row(r.id, r.claim, r.published_text(), r.computed_text(), r.tolerance_text(),
                   Text("pass", style="green") if r.passed else Text("MISS", style="bold red"))
-    con.print(t)
+    print_table(con, t)
     n_fail = sum(not r.passed for r in results)
     con.print(f"{len(results) - n_fail} passed, {n_fail} failed")

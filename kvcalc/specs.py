@@ -11,6 +11,7 @@ the CLI need no change. Nothing here branches on a model's name.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
@@ -232,7 +233,7 @@ class FixedState(CacheSpec):
 
     @property
     def values(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # exact Python int: no silent int64 wrap-around
 
     def entries(self, contexts: np.ndarray) -> np.ndarray:
         return np.zeros_like(np.asarray(contexts, dtype=np.int64))

@@ -17,16 +17,18 @@ TOKEN_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 # Contexts beyond this are treated as typos rather than plans: 2**32 tokens is 4,096x a 1M window.
 MAX_TOKENS = 1 << 32
 
+_THOUSANDS_RE = re.compile(r"^\s*\d{1,3}(,\d{3})+\s*$")
 _TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
 
 
 def parse_tokens(text: str, what: str = "--context") -> int:
     """Parse '1M' (1,048,576), '128k' (131,072), '1.5M' or a plain integer into a token count.
 
-    Suffixes are binary (k = 1024). Underscores and commas in plain numbers are accepted ('1_048_576').
+    Suffixes are binary (k = 1024). Underscores group digits ('1_048_576'); commas do not, since they
+    separate several contexts on the command line.
     """
     raw = str(text)
-    cleaned = raw.replace("_", "").replace(",", "")
+    cleaned = raw.replace("_", "")
     m = _TOKEN_RE.match(cleaned)
     if not m:
         raise KvcalcError(
@@ -55,9 +57,16 @@ def parse_tokens(text: str, what: str = "--context") -> int:
 
 
 def parse_token_list(values: list[str] | tuple[str, ...], what: str = "--context") -> list[int]:
-    """Parse repeated and/or comma-separated token counts: ['128k,1M', '2M'] -> [131072, 1048576, 2097152]."""
+    """Parse repeated and/or comma-separated token counts: ['128k,1M', '2M'] -> [131072, 1048576, 2097152].
+
+    '1,048,576' is refused rather than read as three contexts (1, 48 and 576): it is ambiguous."""
     out: list[int] = []
     for item in values:
+        if _THOUSANDS_RE.match(str(item)):
+            raise KvcalcError(
+                f"{what}: {item!r} is ambiguous: commas separate contexts; write {str(item).replace(',', '')} "
+                f"or {str(item).replace(',', '_')} for one context"
+            )
         for part in str(item).split(","):
             if not part.strip():
                 raise KvcalcError(f"{what}: empty value in {item!r}")
@@ -76,7 +85,7 @@ def format_tokens(n: int) -> str:
 
 
 def format_bytes(n: float, digits: int = 2) -> str:
-    """Human bytes in binary units: 1408 -> '1.38 KiB', 90060980224 -> '83.88 GiB'."""
+    """Human bytes in binary units: 1408 -> '1.38 KiB', 90060095488 -> '83.88 GiB' (83.875 GiB)."""
     n = float(n)
     for unit, size in (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
         if abs(n) >= size:

@@ -1,5 +1,7 @@
 """The CLI as a user runs it: headline, per-model breakdown, JSON, compare, models, show."""
 
+import os
+import shutil
 import subprocess
 import sys
 
@@ -30,7 +32,13 @@ def test_headline_json_has_ratios(cli):
 def test_single_model_breakdown(cli):
     r = cli("estimate", "deepseek-v4-pro", "-c", "1M", "-p", "fp8")
     assert r.code == 0
-    assert "c4_entries" in r.out and "fp8_ds_mla_v4" in r.out and "L//4" in r.out
+    row = next(line.split() for line in r.out.splitlines() if "c4_entries" in line)
+    # 1M / 4 = 262,144 entries x 584 B = 146 MiB per layer; x 30 layers = 4.28 GiB
+    assert row[1:] == ["L//4", "fp8_ds_mla_v4", "262,144", "584", "146.00", "MiB", "4.28", "GiB"]
+    # per sequence, complete: 30 x (128 + 262,144) x 584 + 30 x 262,144 x 68 + 31 x (128 + 8,192) x 584
+    #                         + state 30 x (64 + 16) KiB + 31 x 512 KiB
+    total = 30 * (128 + 262144) * 584 + 30 * 262144 * 68 + 31 * (128 + 8192) * 584 + 30 * 80 * 1024 + 31 * 512 * 1024
+    assert f"({total:,} B)" in r.out
     assert "Basis: complete" in r.out and "MTP layer not counted" in r.out
 
 
@@ -72,15 +80,24 @@ def test_compare(cli):
     assert r.code == 0
     d = r.json()
     assert round(1 / d["ratio_b_over_a"][0], 1) == 8.7
-    r = cli("compare", "deepseek-v4-pro", "deepseek-v4-pro", "-p", "bf16", "--precision-b", "fp8")
-    assert r.code == 0 and "deepseek-v4-pro" in r.out
+    r = cli("compare", "deepseek-v4-pro", "deepseek-v4-pro", "-p", "bf16", "--precision-b", "fp8", "--json")
+    assert r.code == 0
+    d = r.json()
+    state = 30 * 80 * 1024 + 31 * 512 * 1024  # compressor state, the same in both precisions (fp32)
+    bf16 = 30 * ((128 + M // 4) * 1024 + (M // 4) * 256) + 31 * (128 + M // 128) * 1024 + state
+    fp8 = 30 * ((128 + M // 4) * 584 + (M // 4) * 68) + 31 * (128 + M // 128) * 584 + state
+    assert (d["a"][0]["precision"], d["a"][0]["per_sequence_bytes"]) == ("bf16", bf16)
+    assert (d["b"][0]["precision"], d["b"][0]["per_sequence_bytes"]) == ("fp8", fp8)
+    assert d["ratio_b_over_a"] == [fp8 / bf16]
 
 
 def test_models_and_show(cli):
     r = cli("models")
     assert r.code == 0 and "deepseek-v4-pro" in r.out and "30 c4a + 31 c128a" in r.out
     r = cli("show", "deepseek-v4-pro")
-    assert r.code == 0 and "0-1 c128a; 2-59 (c4a, c128a) x 29; 60 c4a" in r.out and "584" in r.out
+    assert r.code == 0 and "0-1 c128a; 2-59 (c4a, c128a) x 29; 60 c4a" in r.out
+    row = next(line.split() for line in r.out.splitlines() if line.split()[:1] == ["c4_entries"])
+    assert row[1:] == ["compressed_mla", "L//4", "1,024", "584"]  # bf16 512 x 2 B; fp8_ds_mla_v4
     r = cli("show", "deepseek-v4-flash", "--json")
     d = r.json()
     assert d["components"]["c4_entries"]["entry_bytes"] == {"bf16": 1024, "fp8": 584}
@@ -88,12 +105,15 @@ def test_models_and_show(cli):
 
 
 def test_usage_errors_exit_2(cli):
-    for args in (("estimate", "-c", "abc"), ("estimate", "--basis", "paged"), ("estimate", "--batch", "0"),
-                 ("estimate", "deepseek-v4-pro", "--basis", "article", "--mtp"), ("compare", "deepseek-v4-pro"),
-                 ("estimate", "deepseek-v4-pro", "--frobnicate")):
+    for args, fragment in ((("estimate", "-c", "abc"), "--context"), (("estimate", "--basis", "paged"), "--basis"),
+                           (("estimate", "--batch", "0"), "--batch"),
+                           (("estimate", "deepseek-v4-pro", "--basis", "article", "--mtp"), "--mtp"),
+                           (("compare", "deepseek-v4-pro"), "Missing argument"),
+                           (("estimate", "deepseek-v4-pro", "--frobnicate"), "--frobnicate")):
         r = cli(*args)
         assert r.code == 2, args
-        assert "Traceback" not in r.err
+        lines = r.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("kvcalc: error: ") and fragment in lines[0], r.err
 
 
 def test_help_states_binary_units(cli):
@@ -102,7 +122,10 @@ def test_help_states_binary_units(cli):
 
 
 def test_console_script_runs():
-    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", "llama-3.1-8b", "-c", "1k", "--json"],
+    # the `kvcalc` entry point that pip installs beside this interpreter
+    script = shutil.which("kvcalc", path=os.path.dirname(sys.executable)) or shutil.which("kvcalc")
+    assert script, "the kvcalc console script is not installed"
+    out = subprocess.run([script, "estimate", "llama-3.1-8b", "-c", "1k", "--json"],
                          capture_output=True, text=True, check=True).stdout
     assert '"per_sequence_bytes": 134217728' in out  # 131,072 B x 1024 tokens
 

@@ -103,7 +103,7 @@ def test_bad_config(tmp_path, cli, label, change, message):
     assert len(lines) == 1, r.err
     assert lines[0].startswith("kvcalc: error: ") and path in lines[0], lines[0]
     assert message in lines[0], lines[0]
-    assert "Traceback" not in r.err and r.out == ""
+    assert "internal error" not in r.err and r.out == ""
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,6 @@ from kvcalc.units import format_bytes, format_tokens, parse_token_list, parse_to
         ("1G", 1_073_741_824),
         ("1048576", 1_048_576),
         ("1_048_576", 1_048_576),
-        ("1,048,576", 1_048_576),
         ("1.5M", 1_572_864),  # 1.5 * 2**20
         ("0.5k", 512),
         ("1", 1),
@@ -24,7 +23,7 @@ def test_parse_tokens(text, tokens):
     assert parse_tokens(text) == tokens
 
 
-@pytest.mark.parametrize("text", ["abc", "", "0", "-5", "1.3k", "1T", "5G", "1e6", "M", "1 M M"])
+@pytest.mark.parametrize("text", ["abc", "", "0", "-5", "1.3k", "1T", "5G", "1e6", "M", "1 M M", "1,048,576"])
 def test_parse_tokens_rejects(text):
     with pytest.raises(KvcalcError) as info:
         parse_tokens(text)
@@ -41,6 +40,8 @@ def test_token_list():
     assert parse_token_list(["128k,1M", "2M"]) == [131_072, 1_048_576, 2_097_152]
     with pytest.raises(KvcalcError, match="empty"):
         parse_token_list(["1M,"])
+    with pytest.raises(KvcalcError, match="ambiguous"):
+        parse_token_list(["1,048,576"])  # not the contexts 1, 48 and 576
 
 
 def test_format_tokens_and_bytes():
