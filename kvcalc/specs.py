@@ -38,8 +38,8 @@ class CacheSpec:
 
     # ---- the three numbers every spec answers ------------------------------------------------------
     def entries(self, contexts: np.ndarray) -> np.ndarray:
-        """Entries held after ``contexts`` tokens (int64 array in, int64 array out)."""
-        raise NotImplementedError
+        """Entries held after ``contexts`` tokens (int64 array in, int64 array out): by default every token."""
+        return np.asarray(contexts, dtype=np.int64)
 
     def entry_bytes(self, fmt: StorageFormat) -> int:
         """Bytes of one entry in storage format ``fmt``."""
@@ -54,12 +54,40 @@ class CacheSpec:
 
     def rule(self) -> str:
         """Entries held after L tokens, as a short formula: 'L', 'min(L,128)', 'L//4' (rounds down), 'fixed'."""
-        raise NotImplementedError
+        return "L"
 
 
 def _positive(value: int, where: str, name: str) -> None:
     if value <= 0:
         raise KvcalcError(f"{where}.{name}: must be a positive integer, got {value}")
+
+
+class _Windowed:
+    """Token rule of a sliding window: the last ``window`` tokens (the subclass declares the field)."""
+
+    window: int
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        return np.minimum(np.asarray(contexts, dtype=np.int64), self.window)
+
+    def rule(self) -> str:
+        return f"min(L,{self.window})"
+
+    def validate(self, where: str) -> None:
+        super().validate(where)  # type: ignore[misc]
+        _positive(self.window, where, "window")
+
+
+class _Strided:
+    """Token rule of a compressed cache: one entry per completed ``ratio`` tokens (rounds down)."""
+
+    ratio: int
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        return np.asarray(contexts, dtype=np.int64) // self.ratio
+
+    def rule(self) -> str:
+        return "L" if self.ratio == 1 else f"L//{self.ratio}"
 
 
 # ---- standard attention: separate K and V per KV head (MHA / GQA / MQA) ---------------------------------
@@ -76,15 +104,9 @@ class FullAttention(CacheSpec):
     def value_dim(self) -> int:
         return self.head_dim if self.v_head_dim is None else self.v_head_dim
 
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        return np.asarray(contexts, dtype=np.int64)
-
     def entry_bytes(self, fmt: StorageFormat) -> int:
         where = f"component {self.name}"
         return self.kv_heads * (fmt.entry_bytes(self.head_dim, 0, where) + fmt.entry_bytes(self.value_dim, 0, where))
-
-    def rule(self) -> str:
-        return "L"
 
     def validate(self, where: str) -> None:
         for name in ("kv_heads", "head_dim"):
@@ -94,21 +116,11 @@ class FullAttention(CacheSpec):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SlidingWindowAttention(FullAttention):
+class SlidingWindowAttention(_Windowed, FullAttention):
     kind: ClassVar[str] = "sliding_attention"
     summary: ClassVar[str] = "K and V per KV head for the last `window` tokens"
 
     window: int
-
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        return np.minimum(np.asarray(contexts, dtype=np.int64), self.window)
-
-    def rule(self) -> str:
-        return f"min(L,{self.window})"
-
-    def validate(self, where: str) -> None:
-        super().validate(where)
-        _positive(self.window, where, "window")
 
 
 # ---- latent caches: one vector per token serves as key and value (MLA, DeepSeek V4) ---------------------
@@ -120,14 +132,8 @@ class MLALatent(CacheSpec):
     dim: int
     rope_dim: int = 0
 
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        return np.asarray(contexts, dtype=np.int64)
-
     def entry_bytes(self, fmt: StorageFormat) -> int:
         return fmt.entry_bytes(self.dim, self.rope_dim, f"component {self.name}")
-
-    def rule(self) -> str:
-        return "L"
 
     def validate(self, where: str) -> None:
         _positive(self.dim, where, "dim")
@@ -136,25 +142,15 @@ class MLALatent(CacheSpec):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SlidingWindowMLA(MLALatent):
+class SlidingWindowMLA(_Windowed, MLALatent):
     kind: ClassVar[str] = "sliding_mla"
     summary: ClassVar[str] = "one latent vector per token for the last `window` tokens (DeepSeek V4 window)"
 
     window: int
 
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        return np.minimum(np.asarray(contexts, dtype=np.int64), self.window)
-
-    def rule(self) -> str:
-        return f"min(L,{self.window})"
-
-    def validate(self, where: str) -> None:
-        super().validate(where)
-        _positive(self.window, where, "window")
-
 
 @dataclass(frozen=True, kw_only=True)
-class CompressedMLA(MLALatent):
+class CompressedMLA(_Strided, MLALatent):
     """DeepSeek V4 compressed entries: entry i is a gated weighted sum over ``span`` tokens ending at token
     ``ratio * (i + 1)``; spans wider than the ratio overlap (c4a: span 8, stride 4). An entry exists once
     its last stride is complete, so L tokens hold floor(L / ratio) entries; the unfinished stride lives in
@@ -167,14 +163,8 @@ class CompressedMLA(MLALatent):
     span: int
     shared_kv: bool = True  # one vector serves as key and value; False stores two
 
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        return np.asarray(contexts, dtype=np.int64) // self.ratio
-
     def entry_bytes(self, fmt: StorageFormat) -> int:
         return super().entry_bytes(fmt) * (1 if self.shared_kv else 2)
-
-    def rule(self) -> str:
-        return f"L//{self.ratio}"
 
     def validate(self, where: str) -> None:
         super().validate(where)
@@ -190,7 +180,7 @@ class CompressedMLA(MLALatent):
 
 # ---- the sparse-attention indexer's key cache ------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
-class IndexerCache(CacheSpec):
+class IndexerCache(_Strided, CacheSpec):
     """Lightning-indexer keys: one ``dim``-wide key per token (V3.2) or per compressed entry (V4 c4a,
     ratio 4). ``topk`` is how many entries a query reads; it does not change the cache size."""
 
@@ -201,14 +191,8 @@ class IndexerCache(CacheSpec):
     ratio: int = 1
     topk: int | None = None
 
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        return np.asarray(contexts, dtype=np.int64) // self.ratio
-
     def entry_bytes(self, fmt: StorageFormat) -> int:
         return fmt.entry_bytes(self.dim, 0, f"component {self.name}")
-
-    def rule(self) -> str:
-        return "L" if self.ratio == 1 else f"L//{self.ratio}"
 
     def validate(self, where: str) -> None:
         _positive(self.dim, where, "dim")
