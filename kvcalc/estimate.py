@@ -34,7 +34,7 @@ class ComponentBytes:
     name: str
     cache: str  # the spec kind, e.g. compressed_mla
     storage: str  # the role the precision maps to a format (kv, indexer, state)
-    rule: str  # token rule in words, e.g. floor(L / 4)
+    rule: str  # token rule, e.g. L//4 (entries after L tokens)
     format: str  # storage format name (the dtype for fixed state)
     entry_bytes: int
     fixed_bytes: int
@@ -212,8 +212,10 @@ def estimate(
     contexts = _contexts(context)
 
     per_kind: dict[str, tuple[tuple[ComponentBytes, ...], np.ndarray]] = {}
+    bound: dict[str, int] = {}  # exact Python-int bytes of one layer of each kind at the largest context
     for kind in dict.fromkeys(spec.layers + (spec.mtp_layers if mtp else ())):
         comps = []
+        bound[kind] = 0
         for cname in spec.layer_kinds[kind]:
             comp = spec.components[cname]
             if not comp.per_token and basis == "article":
@@ -225,7 +227,8 @@ def estimate(
                 eb, fmt_name = 0, getattr(comp, "dtype", "")
             entries = comp.entries(contexts)
             fixed = comp.fixed_bytes()
-            if int(entries.max()) * eb + fixed > MAX_BYTES:  # exact Python ints, before numpy could wrap
+            bound[kind] += int(entries.max()) * eb + fixed
+            if bound[kind] > MAX_BYTES:  # exact Python ints, before numpy could wrap int64
                 raise KvcalcError(
                     f"{spec.path}: components.{cname}: {int(entries.max()):,} entries x {eb:,} B + {fixed:,} B "
                     "exceeds 8 EiB; check the config's values"
@@ -251,7 +254,7 @@ def estimate(
         n = len(spec.layers)
         layers += [LayerBytes(n + j, k, True, *per_kind[k]) for j, k in enumerate(spec.mtp_layers)]
     # the same bound for the whole request and the batch, again in exact Python ints
-    largest = sum(int(layer.bytes.max()) for layer in layers)
+    largest = sum(bound[layer.kind] for layer in layers)
     if largest * int(batch) > MAX_BYTES:
         raise KvcalcError(
             f"{spec.name}: {largest:,} B per sequence x batch {int(batch):,} exceeds 8 EiB; "

@@ -174,3 +174,12 @@ def test_schema_and_loader_agree(tmp_path, cli):
             continue
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(yaml.safe_load(yaml.safe_dump(data)), schema)
+
+
+def test_overflow_caught_across_components(tmp_path, cli):
+    # two states of 2^60 fp32 values = 2^62 B each: each fits int64, their sum (2^63 B) does not
+    data = mutate(lambda d: d["components"].update(
+        big1={"cache": "state", "shape": [1 << 20] * 3}, big2={"cache": "state", "shape": [1 << 20] * 3}))
+    data["layer_kinds"]["swa"] = ["win", "big1", "big2"]
+    path = write(tmp_path, data)
+    one_line_error(cli("estimate", path, "-c", "1k"), "exceeds 8 EiB")
