@@ -2,7 +2,9 @@
 
 The heavy side of kvcalc (needs torch and triton, the ``verify`` extra); the analytic core never imports
 it.  Every kernel has a plain PyTorch twin in :mod:`kvcalc_kernels.reference` that the tests compare with.
-On a CPU the kernels run under the Triton interpreter: set ``TRITON_INTERPRET=1`` before importing triton.
+On a CPU the kernels run under the Triton interpreter: set ``TRITON_INTERPRET=1`` before importing this
+package (triton reads it when the kernels are decorated, i.e. at import, not at launch).  Import this package
+lazily, inside functions, from anything outside the tests.
 
 Modules: ``formats`` (byte layouts, no torch), ``quant`` (quantise / dequantise), ``compressor`` (V4 token
 compressor with chunked state), ``paged`` (paged caches, slot mappings, record scatter / gather),

@@ -34,6 +34,19 @@ def pow2(e):
 
 
 @triton.jit
+def ue8m0_to_f32(b):
+    """ue8m0 scale byte (int32 0..255) -> ``2.0 ** (b - 127)`` as fp32, exactly, over the whole byte range.
+
+    Byte 0 gives the fp32 subnormal 2**-127 and byte 255 gives +inf, the values of vLLM's dequantisers
+    (``tl.exp2(byte - 127.0)``, ``models/deepseek_v4/common/ops/cache_utils.py``) and of
+    ``torch.ldexp(1.0, byte - 127)`` in :func:`kvcalc_kernels.reference.dequantize_ref`.  (OCP MX reads
+    0xFF as NaN; the quantisers never write 0 or 255: their exponents stay within [-126, 120].)
+    Bytes 1..254 are the fp32 exponent field itself; 255 << 23 is the bit pattern of +inf.
+    """
+    return tl.where(b == 0, 0x400000, b << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def f32_to_e4m3(y):
     """fp32 -> fp8 e4m3fn byte (int32 0..255), round to nearest even.  |y| must be <= 448 (clamp first)."""
     bits = y.to(tl.int32, bitcast=True)

@@ -14,12 +14,18 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+# triton reads TRITON_INTERPRET when a kernel is decorated, i.e. when this package is imported (this module
+# is imported before any kernel module): what counts is the value at that moment, not a later one.
+KERNELS_INTERPRETED = interpreting()
+
+
 def check_device(name: str, t: torch.Tensor, device: torch.device | None = None) -> None:
     if device is not None and t.device != device:
         raise ValueError(f"{name}: on {t.device}, expected {device} (all tensors must share one device)")
-    if t.device.type == "cpu" and not interpreting():
+    if t.device.type == "cpu" and not (interpreting() and KERNELS_INTERPRETED):
         raise ValueError(
-            f"{name}: CPU tensors need the Triton interpreter; set TRITON_INTERPRET=1 before triton is imported"
+            f"{name}: CPU tensors need the Triton interpreter; set TRITON_INTERPRET=1 before kvcalc_kernels "
+            "is imported (triton reads it when the kernels are decorated)"
         )
 
 
@@ -84,4 +90,4 @@ def check_int(name: str, v: object, *, minimum: int | None = None) -> int:
 
 def use_native_fp8(device: torch.device) -> bool:
     """Native fp8 casts on a real GPU; integer bit manipulation under the interpreter."""
-    return device.type == "cuda" and not interpreting()
+    return device.type == "cuda" and not KERNELS_INTERPRETED

@@ -21,11 +21,14 @@ Maths (DeepSeek-V4 technical report section 2.3; vLLM 0.33 ``models/deepseek_v4/
 
 Deviations from vLLM: one request per call (vLLM batches requests through block tables); the state ring is
 a fixed set of pages instead of vLLM's sliding-window block table (same bytes per slot); RoPE is optional
-and RMSNorm/RoPE/quantisation are not fused with the cache write (quantise the returned bf16 entries with
-:func:`kvcalc_kernels.quant.quantize`, which matches vLLM's bf16 round trip before quantisation).
+and RMSNorm/RoPE/quantisation are not fused with the cache write (quantise the returned entries with
+:func:`kvcalc_kernels.quant.quantize`; vLLM rounds compressed entries to bf16 before quantising them, and
+bf16 output here, or quantize's own rounding of fp32 input, gives the same values).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import triton
@@ -182,6 +185,9 @@ class CompressorState:
         C.check_index("pages", pages, self.window // block_size, cache.device)
         if int(pages.min()) < 0 or int(pages.max()) >= cache.shape[0]:
             raise ValueError(f"pages: page ids must lie in [0, {cache.shape[0]})")
+        if torch.unique(pages).numel() != pages.numel():
+            raise ValueError(f"pages: page ids must be distinct (each ring row needs its own slot), got "
+                             f"{pages.tolist()}")
         self.cache, self.pages = cache, pages.to(torch.int32)
         self.next_pos = 0
 
@@ -277,9 +283,11 @@ def compress(
 
     kv, score: ``[T, coff * hd]`` (bf16 or fp32, row stride free) for positions ``start_pos ..
     start_pos + T - 1`` (``start_pos`` defaults to, and must equal, ``state.next_pos``); ape:
-    ``[ratio, coff * hd]``.  Returns ``[n, hd]`` in ``out_dtype`` (bf16 or fp32) for entries
+    ``[ratio, coff * hd]``.  Returns ``[n, hd]`` in ``out_dtype`` (fp32, or bf16 rounded to nearest even
+    from the fp32 result: bit-identical to ``compress(..., out_dtype=torch.float32).to(torch.bfloat16)``) for entries
     ``start_pos // ratio .. (start_pos + T) // ratio - 1``, then (``update_state``) stores the chunk's
-    last rows in the state ring.  ``norm_weight[hd]`` enables RMSNorm; ``cos_sin[max_pos, rope_dim]``
+    last rows in the state ring.  ``norm_weight[hd]`` enables RMSNorm (``x * rsqrt(mean(x**2) + eps) * w``,
+    ``eps`` a finite float >= 0); ``cos_sin[max_pos, rope_dim]``
     with ``rope_dim > 0`` enables RoPE on the last ``rope_dim`` channels.
     """
     if not isinstance(state, CompressorState):
@@ -302,8 +310,10 @@ def compress(
         raise TypeError(f"out_dtype: expected bfloat16 or float32, got {out_dtype}")
     if norm_weight is not None:
         C.check_tensor("norm_weight", norm_weight, ndim=1, dtypes=_FLOATS, shape=[hd], device=dev)
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or eps < 0:
-        raise TypeError(f"eps: expected a non-negative float, got {eps!r}")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        raise TypeError(f"eps: expected a float, got {type(eps).__name__}")
+    if not math.isfinite(eps) or eps < 0:
+        raise ValueError(f"eps: must be a finite float >= 0, got {eps!r}")
     C.check_int("rope_dim", rope_dim, minimum=0)
     first = start_pos // ratio
     n = (start_pos + T) // ratio - first

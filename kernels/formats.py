@@ -42,6 +42,11 @@ entries.  Two page layouts exist in vLLM:
   kernels: "[0, bs*128): FP8 data, [bs*128, +bs*4): float32 scales").
 * *interleaved* (V3.2 ``fp8_ds_mla``, ``bf16``, compressor state rows): whole records back to back.
 
+*Input rounding.*  vLLM rounds V4 entries (main, SWA and compressed) and both indexer keys to bf16 before
+quantising them (``quantize_and_insert_k_kernel`` asserts bf16 input; the fused compressor kernels do
+``normed.to(tl.bfloat16).to(tl.float32)``), so those formats have ``rounds_to_bf16``.  The V3.2 writer
+quantises its fp32 RMSNorm output directly, so ``fp8_ds_mla`` does not.
+
 ``page_bytes`` is ``block_size * entry_bytes`` rounded up to ``alignment`` (576 for V4 with fp8_ds_mla in
 vLLM, ``CompressorStateCache.get_kv_cache_spec`` / ``MLAAttentionSpec``).  A contiguous array of records is
 the special case ``block_size = 1``, no alignment.
@@ -87,6 +92,10 @@ class Format:
     e_min: int
     """Smallest scale exponent the quantiser picks (from vLLM's amax / scale floors)."""
     source: str
+    rounds_to_bf16: bool = True
+    """True: vLLM rounds every entry to bf16 before quantising it, so the quantisers round fp32 input to
+    bf16 (nearest even) first.  False (V3.2 ``fp8_ds_mla`` only): vLLM's writer quantises the fp32 values
+    directly (see the format's definition)."""
 
     # ---- derived sizes -------------------------------------------------------------------------
     @property
@@ -170,6 +179,11 @@ FP8_DS_MLA_V32 = Format(
     entry_bytes=656, split_pages=False,
     # scale floored at 1e-4 before rounding up to a power of two: ceil(log2(1e-4)) = -13
     e_min=-13, source=_V32_SRC,
+    # No bf16 rounding: the default V3.2 writer (deepseek_v32/attention.py -> common/kernels.py
+    # fused_norm_rope, MLA_CACHE_DS_MLA branch) quantises the fp32 output of its RMSNorm, ``kv_c``, directly
+    # (``(kv_2d / tile_scale).to(fp8)``).  Only the context-parallel path (do_kv_cache_update /
+    # concat_and_cache_ds_mla) gets bf16 rows; pass bf16 to reproduce that one.
+    rounds_to_bf16=False,
 )
 FP8_INDEXER = Format(
     name="fp8_indexer", dim=128, quant_dim=128, rope_dim=0, elem="fp8", quant_block=128,

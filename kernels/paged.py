@@ -152,8 +152,15 @@ def compressed_slots(start_pos: int, n_tokens: int, ratio: int, block_table: tor
     C.check_int("start_pos", start_pos, minimum=0)
     C.check_int("n_tokens", n_tokens, minimum=0)
     C.check_int("ratio", ratio, minimum=1)
+    C.check_tensor("block_table", block_table, ndim=1, dtypes=(torch.int32, torch.int64), last_contiguous=False)
+    C.check_int("block_size", block_size, minimum=1)
     first = start_pos // ratio
     n = (start_pos + n_tokens) // ratio - first
+    if n and first + n > block_table.shape[0] * block_size:
+        raise ValueError(
+            f"block_table: {block_table.shape[0]} blocks of {block_size} entries hold entries [0, "
+            f"{block_table.shape[0] * block_size}), the chunk completes entries up to {first + n - 1}"
+        )
     idx = torch.arange(first, first + n, dtype=torch.int64, device=block_table.device)
     return slots_from_block_table(idx, block_table, block_size)
 
@@ -178,8 +185,13 @@ def ring_slots(start_pos: int, n_tokens: int, pages: torch.Tensor, block_size: i
 def write_swa(x: torch.Tensor, fmt: "str | Format", cache: torch.Tensor, start_pos: int, pages: torch.Tensor,
               block_size: int, **kw) -> torch.Tensor:
     """Quantise a chunk's token rows ``x[T, dim]`` into a sliding-window ring cache (the last
-    ``len(pages) * block_size`` tokens survive; V4: 128 tokens = 2 pages of 64)."""
+    ``len(pages) * block_size`` tokens survive; V4: 128 tokens = 2 pages of 64).  The ring pages must be
+    distinct."""
     from .quant import quantize
 
+    C.check_tensor("x", x, ndim=2, dtypes=(torch.bfloat16, torch.float32))
+    C.check_tensor("pages", pages, ndim=1, dtypes=(torch.int32, torch.int64), last_contiguous=False)
+    if torch.unique(pages).numel() != pages.numel():
+        raise ValueError(f"pages: ring page ids must be distinct, got {pages.tolist()}")
     slots = ring_slots(start_pos, x.shape[0], pages, block_size)
     return quantize(x, fmt, cache=cache, slot_mapping=slots, block_size=block_size, **kw)

@@ -4,7 +4,9 @@ One generic kernel per direction, specialised at compile time by the format's co
 
 * :func:`quantize` turns rows ``x[N, dim]`` (bf16 or fp32) into records, either a contiguous
   ``uint8[N, entry_bytes]`` array or written straight into a paged cache through a slot mapping
-  (vLLM's fused "quantise and insert").
+  (vLLM's fused "quantise and insert").  fp32 rows are first rounded to bf16 (nearest even) for every
+  format with ``rounds_to_bf16`` (all but V3.2 ``fp8_ds_mla``), because vLLM only ever quantises bf16
+  values there: fp32 input and its bf16 rounding then give identical bytes.
 * :func:`dequantize` reads records back (from a record array, or gathered from a paged cache by slot) as
   fp32 rows.
 
@@ -17,6 +19,8 @@ Quantisation rules (vLLM 0.33; see ``formats.py`` for the byte layouts):
 * fp4 indexer: per 32 values, smallest ``2**e`` with ``amax <= 6 * 2**e`` (``e >= -126``); values become
   ``e2m1(x * 2**-e)``, round to nearest even, saturating; element 2k in the low nibble.
 * The RoPE tail (and plain bf16) is stored as bf16, round to nearest even from fp32 input.
+* Dequantising a ue8m0 scale byte ``b`` gives ``2.0 ** (b - 127)`` exactly for every byte: 0 -> 2**-127
+  (an fp32 subnormal), 255 -> inf, as vLLM's ``exp2(b - 127)`` and the torch reference.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ._bits import (
     f32_to_e2m1,
     f32_to_e4m3,
     pow2,
+    ue8m0_to_f32,
 )
 from .formats import Format, PageLayout, get_format, page_layout, record_layout
 
@@ -140,7 +145,7 @@ def _dequant_kernel(
             scale = sbits.to(tl.float32, bitcast=True)
         else:
             sb = tl.load(sc + blk, mask=blk < NQB, other=127).to(tl.int32)
-            scale = pow2(tl.minimum(tl.maximum(sb - 127, -126), 127))
+            scale = ue8m0_to_f32(sb)
         if FP4:
             k = tl.arange(0, QB // 2)[None, :]
             byte = tl.load(data + blk[:, None] * (QB // 2) + k, mask=bmask, other=0).to(tl.int32)
@@ -205,6 +210,12 @@ def quantize(
 ) -> torch.Tensor:
     """Quantise rows ``x[N, dim]`` into ``fmt`` records.
 
+    ``x`` is bf16 or fp32.  For formats with ``fmt.rounds_to_bf16`` (V4, both indexers, bf16) an fp32
+    ``x`` is rounded to bf16 (nearest even) here, before the kernel runs, as vLLM only quantises bf16
+    values: ``quantize(x)`` and ``quantize(x.to(torch.bfloat16))`` give the same bytes (on a GPU the
+    rounding costs one extra pass over ``x``; pass bf16 to avoid it).  V3.2 ``fp8_ds_mla`` quantises fp32
+    input directly, as vLLM's fused V3.2 writer does.
+
     Without ``cache``: returns a new ``uint8[N, entry_bytes]`` record array.  With ``cache``
     (``uint8[num_pages, page_bytes]``, page layout from ``fmt`` and ``block_size``): writes row i to slot
     ``slot_mapping[i]`` (``-1`` skips the row) and returns ``cache``.  ``native_fp8`` (default: on a GPU)
@@ -216,6 +227,8 @@ def quantize(
         raise ValueError(f"x: format {f.name} takes {f.dim} values per row, got shape {list(x.shape)}")
     dev = x.device
     n = x.shape[0]
+    if f.rounds_to_bf16 and x.dtype == torch.float32:
+        x = x.to(torch.bfloat16)  # the only values vLLM quantises (see the docstring)
     if cache is None:
         if slot_mapping is not None:
             raise ValueError("slot_mapping: only meaningful together with cache")
@@ -257,11 +270,16 @@ def dequantize(
 
     ``src`` is a record array ``uint8[N, entry_bytes]`` (no ``slot_mapping``), or a paged cache
     ``uint8[num_pages, page_bytes]`` read at ``slot_mapping[N]`` with ``block_size`` entries per page
-    (slot -1 gives a row of zeros).  ``dim`` is needed only for 'bf16'.
+    (slot -1 gives a row of zeros).  ``dim`` is needed only for 'bf16'; for the other formats it may be
+    given but must equal the format's own ``dim`` (a ValueError otherwise, never silently ignored).
     """
     if isinstance(fmt, str) and fmt == "bf16" and dim is None:
         raise ValueError("dim: required for the 'bf16' format")
+    if dim is not None:
+        C.check_int("dim", dim, minimum=1)
     f = get_format(fmt, dim)
+    if dim is not None and dim != f.dim:
+        raise ValueError(f"dim: {f.name} entries have {f.dim} values, got dim={dim}")
     C.check_tensor("src", src, ndim=2, dtypes=(torch.uint8,), contiguous=True)
     dev = src.device
     if slot_mapping is None:

@@ -77,11 +77,21 @@ def fp32_bytes(x: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------------
 
 
+def round_input(x: torch.Tensor, f: Format) -> torch.Tensor:
+    """The values the quantiser of ``f`` actually sees, as fp32: fp32 input rounded to bf16 (nearest
+    even, ``Tensor.to``) when ``f.rounds_to_bf16`` (vLLM quantises only bf16 values there), else unchanged."""
+    if f.rounds_to_bf16 and x.dtype == torch.float32:
+        x = x.to(torch.bfloat16)
+    return x.float()
+
+
 def quantize_ref(x: torch.Tensor, fmt: "str | Format") -> torch.Tensor:
-    """Rows ``x[N, dim]`` -> records ``uint8[N, entry_bytes]`` in the canonical byte order."""
+    """Rows ``x[N, dim]`` -> records ``uint8[N, entry_bytes]`` in the canonical byte order.
+
+    fp32 rows are rounded to bf16 first for formats with ``rounds_to_bf16`` (see :func:`round_input`)."""
     f = get_format(fmt, x.shape[1])
     n = x.shape[0]
-    xf = x.float()
+    xf = round_input(x, f)
     rec = torch.zeros((n, f.entry_bytes), dtype=torch.uint8, device=x.device)
     if f.quant_dim:
         nb = f.num_scales
@@ -107,6 +117,8 @@ def quantize_ref(x: torch.Tensor, fmt: "str | Format") -> torch.Tensor:
 
 
 def dequantize_ref(rec: torch.Tensor, fmt: "str | Format", dim: int | None = None) -> torch.Tensor:
+    """Records -> fp32 rows.  A ue8m0 byte ``b`` means ``ldexp(1.0, b - 127)``: byte 0 is 2**-127 (fp32
+    subnormal), byte 255 is inf (as vLLM's ``exp2(b - 127)``)."""
     f = get_format(fmt, dim)
     n = rec.shape[0]
     out = torch.zeros((n, f.dim), dtype=torch.float32, device=rec.device)
@@ -133,11 +145,12 @@ def error_bound(x: torch.Tensor, fmt: "str | Format") -> torch.Tensor:
 
     fp8 e4m3: half an ulp, 2**-4 relative for normal numbers, plus 2**-10 * scale for the subnormal
     range.  e2m1 (grid spacing 0.5 below 2, 1 below 4, 2 up to 6): ``scale * max(1/4, |x/scale| / 4)``.
-    bf16 (RoPE part and plain bf16): 2**-9 relative, half an ulp.
+    bf16 (RoPE part and plain bf16): 2**-9 relative, half an ulp.  When the format rounds fp32 input to
+    bf16 first, the bound is taken around the rounded values and the rounding error ``|x - bf16(x)|`` added.
     """
     f = get_format(fmt, x.shape[1])
     n = x.shape[0]
-    xf = x.float()
+    xf = round_input(x, f)
     b = torch.zeros(xf.shape, dtype=torch.float64, device=x.device)
     if f.quant_dim:
         blocks = xf[:, : f.quant_dim].reshape(n, f.num_scales, f.quant_block)
@@ -151,7 +164,7 @@ def error_bound(x: torch.Tensor, fmt: "str | Format") -> torch.Tensor:
         b[:, : f.quant_dim] = bq.reshape(n, f.quant_dim)
     if f.rope_dim:
         b[:, f.quant_dim :] = xf[:, f.quant_dim :].double().abs() * 2.0**-9
-    return b
+    return b + (x.double() - xf.double()).abs()
 
 
 # ---------------------------------------------------------------------------------------------------

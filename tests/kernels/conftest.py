@@ -31,3 +31,29 @@ def gen() -> torch.Generator:
     g = torch.Generator()
     g.manual_seed(1234)
     return g
+
+
+@pytest.fixture
+def no_overflow_checks():
+    """Turn off the interpreter's int32 overflow checks for one test (a no-op on a GPU).
+
+    The interpreter checks every int32 add / sub / mul for overflow (``sanitize_overflow``, which compiled
+    kernels only honour in debug builds); that costs about a third of a quantiser row's interpreter time.
+    The large-row-count tests use this: their rows exercise the same value ranges as the small sizes, which
+    keep the checks.  Relies on a private triton object; if it is missing the checks simply stay on.
+    """
+    import dataclasses
+
+    builder = None
+    if DEVICE == "cpu":
+        try:
+            from triton.runtime import interpreter as _interp
+
+            builder = _interp.interpreter_builder
+            saved = builder.options
+            builder.options = dataclasses.replace(saved, sanitize_overflow=False)
+        except (ImportError, AttributeError, TypeError):
+            builder = None
+    yield
+    if builder is not None:
+        builder.options = saved

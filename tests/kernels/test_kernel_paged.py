@@ -114,3 +114,66 @@ def test_save_states_writes_vllm_state_rows(head_dim, ratio, gen, device):
     got = cache.to(device)
     K.save_states(kv.to(device), score.to(device), ape.to(device), pos.to(device), got, slots.to(device), bs, ratio)
     assert torch.equal(got.cpu(), want)
+
+
+def vllm_slots(n, block_size, num_pages, gen, start=0):
+    """Slots as vLLM assigns them: consecutive positions inside a page, pages in shuffled block-table order."""
+    table = torch.randperm(num_pages, generator=gen)
+    return P.slots_from_block_table(torch.arange(start, start + n), table, block_size)
+
+
+@pytest.mark.parametrize("n", [1, 7, 129, 300])
+@pytest.mark.parametrize("name,block_size,alignment", [("fp8_ds_mla_v4", 64, 576), ("fp8_ds_mla", 16, 1)])
+def test_scatter_and_gather_records_at_awkward_sizes(name, block_size, alignment, n, gen, device):
+    f = F.get_format(name)
+    rec = torch.randint(0, 256, (n, f.entry_bytes), generator=gen, dtype=torch.int32).to(torch.uint8)
+    lay = F.page_layout(f, block_size, alignment)
+    num_pages = 2 + -(-n // block_size)
+    slots = vllm_slots(n, block_size, num_pages, gen, start=3)
+    slots[n // 3] = -1
+    cache = torch.full((num_pages, lay.page_bytes), 0x5A, dtype=torch.uint8)
+    want = cache.clone()
+    R.write_records_ref(rec, want, slots, lay)
+    got = P.scatter_records(rec.to(device), name, cache.to(device), slots.to(device), block_size).cpu()
+    assert torch.equal(got, want)
+    back = P.gather_records(got.to(device), name, slots.to(device), block_size).cpu()
+    rec[n // 3] = 0
+    assert torch.equal(back, rec)
+
+
+@pytest.mark.parametrize("T", [1, 7, 129, 300])
+@pytest.mark.parametrize("head_dim,ratio", [(512, 4), (512, 128)])  # (128, 4): same kernel, narrower rows
+def test_save_states_at_awkward_sizes(head_dim, ratio, T, gen, device):
+    coff = 2 if ratio == 4 else 1
+    W = coff * head_dim
+    kv = torch.randn(T, W, generator=gen).bfloat16()
+    score = torch.randn(T, W, generator=gen)
+    ape = torch.randn(ratio, W, generator=gen)
+    pos = torch.arange(T) + 5
+    bs = 4 if ratio == 4 else 8
+    num_pages = 1 + -(-(T + 5) // bs)
+    slots = vllm_slots(T, bs, num_pages, gen, start=5)
+    slots[T // 2] = -1
+    cache = torch.full((num_pages, bs * 8 * W), 0x11, dtype=torch.uint8)
+    want = cache.clone()
+    R.write_rows_ref(R.save_state_rows_ref(kv, score, ape, pos, ratio), want, slots, bs)
+    got = cache.to(device)
+    K.save_states(kv.to(device), score.to(device), ape.to(device), pos.to(device), got, slots.to(device), bs, ratio)
+    assert torch.equal(got.cpu(), want)
+
+
+def test_save_states_reads_strided_kv_and_score(gen, device):
+    """kv and score as views of one [T, 2W] projection output (row stride 2W)."""
+    T, W, ratio, bs = 9, 256, 4, 4
+    kv_score = torch.randn(T, 2 * W, generator=gen).bfloat16()
+    kv, score = kv_score.split(W, dim=1)
+    ape = torch.randn(ratio, W, generator=gen)
+    pos = torch.arange(T)
+    slots = torch.arange(T)
+    cache = torch.zeros(3, bs * 8 * W, dtype=torch.uint8)
+    want = cache.clone()
+    R.write_rows_ref(R.save_state_rows_ref(kv, score, ape, pos, ratio), want, slots, bs)
+    d = kv_score.to(device)
+    got = cache.to(device)
+    K.save_states(d[:, :W], d[:, W:], ape.to(device), pos.to(device), got, slots.to(device), bs, ratio)
+    assert torch.equal(got.cpu(), want)

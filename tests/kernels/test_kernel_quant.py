@@ -1,17 +1,21 @@
 """Quantisers / dequantisers: Triton records byte-identical to the torch reference, round trips within the
 format's error bound, fused paged writes identical to reference placement."""
 
+import dataclasses
+
 import pytest
 import torch
 
 from kvcalc_kernels import formats as F
+from kvcalc_kernels import paged as P
 from kvcalc_kernels import quant as Q
 from kvcalc_kernels import reference as R
 from kernel_inputs import rows
 
 FORMATS = ["fp8_ds_mla_v4", "fp8_ds_mla", "fp8_indexer", "fp4_indexer", "bf16"]
 DIMS = {"bf16": 512}
-SIZES = [1, 3, 4, 7, 129]
+SIZES = [1, 3, 4, 7, 129, 300]
+ROUND_TRIP_MAX = 129  # the interpreter runs ~10 ms per row: the 300-row case checks quantize's bytes only
 
 
 def fmt_of(name):
@@ -20,13 +24,17 @@ def fmt_of(name):
 
 @pytest.mark.parametrize("name", FORMATS)
 @pytest.mark.parametrize("n", SIZES)
-def test_records_byte_exact_and_round_trip(name, n, gen, device):
+def test_records_byte_exact_and_round_trip(name, n, gen, device, request):
+    if n > 7:
+        request.getfixturevalue("no_overflow_checks")  # sizes 1..7 keep them (see conftest.py)
     f = fmt_of(name)
     x = rows(n, f.dim, gen)
     rec = Q.quantize(x.to(device), name).cpu()
     ref = R.quantize_ref(x, name)
     assert rec.shape == (n, f.entry_bytes)
     assert torch.equal(rec, ref)
+    if n > ROUND_TRIP_MAX:
+        return
     back = Q.dequantize(rec.to(device), name, dim=f.dim).cpu()
     assert torch.equal(back, R.dequantize_ref(ref, name, f.dim))
     err = (back.double() - x.double()).abs()
@@ -115,10 +123,10 @@ def test_v4_page_puts_scales_after_all_token_data(device):
     lay = F.page_layout("fp8_ds_mla_v4", bs, F.V4_PAGE_ALIGNMENT)
     assert lay.page_bytes == 37440 and lay.scale_base == 64 * 576
     x = torch.ones(1, 512) * 3.0
-    cache = torch.zeros(2, lay.page_bytes, dtype=torch.uint8)
-    Q.quantize(x.to(device), "fp8_ds_mla_v4", cache=cache.to(device) if device.type != "cpu" else cache,
-               slot_mapping=torch.tensor([bs + 5], device=device), block_size=bs)
-    cache = cache.cpu()
+    cache = torch.zeros(2, lay.page_bytes, dtype=torch.uint8, device=device)
+    Q.quantize(x.to(device), "fp8_ds_mla_v4", cache=cache, slot_mapping=torch.tensor([bs + 5], device=device),
+               block_size=bs)
+    cache = cache.cpu()  # the cache the kernel wrote, brought back from the device
     page = cache[1]
     assert (cache[0] == 0).all()
     assert (page[5 * 576 : 5 * 576 + 448] != 0).all()
@@ -159,3 +167,129 @@ def test_fp4_indexer_in_fp8_sized_pages(gen, device):
     assert torch.equal(c[0, 64:128], rec[0, :64]) and torch.equal(c[0, bs * 64 + 4 : bs * 64 + 8], rec[0, 64:])
     assert torch.equal(c[1, 63 * 64 : 64 * 64], rec[2, :64])
     assert (c[:, bs * 68 :] == 0).all()  # the back part of each fp8-sized page stays unused
+
+
+def _edge_rows(f, n, gen):
+    """fp32 rows that bf16 rounding changes; row 0, block 0 has an fp32 amax just above a scale edge
+    (448 * 2**-3 = 56 for fp8, 6 * 2**2 = 24 for fp4) that rounds onto the edge in bf16."""
+    x = rows(n, f.dim, gen, dtype=torch.float32) * (1 + 1e-3 * torch.rand(n, f.dim, generator=gen))
+    if f.quant_dim:
+        edge = 56.0 if f.elem == "fp8" else 24.0
+        x[0, : f.quant_block] = 1.0
+        x[0, 0] = edge * (1 + 2.0**-12)  # bf16 keeps 8 significant bits: rounds to edge exactly
+    return x
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_fp32_input_gives_the_bytes_of_its_bf16_rounding(name, gen, device):
+    """vLLM rounds V4 / indexer entries to bf16 before quantising, so fp32 input must give the bytes of its
+    bf16 rounding.  V3.2 fp8_ds_mla is the documented exception (its fused writer quantises the fp32
+    RMSNorm output; formats.FP8_DS_MLA_V32): fp32 input is quantised as is."""
+    f = fmt_of(name)
+    x32 = _edge_rows(f, 4, gen)
+    x16 = x32.to(torch.bfloat16)
+    assert not torch.equal(x16.float(), x32)  # the rounding changes values
+    rec32 = Q.quantize(x32.to(device), name).cpu()
+    rec16 = Q.quantize(x16.to(device), name).cpu()
+    assert torch.equal(rec16, R.quantize_ref(x16, name))
+    assert torch.equal(rec32, R.quantize_ref(x32, name))
+    # what a quantiser that skipped the rounding would write (pure torch, no rounding)
+    direct = R.quantize_ref(x32, dataclasses.replace(f, rounds_to_bf16=False))
+    if f.rounds_to_bf16:
+        assert torch.equal(rec32, rec16)
+        if f.quant_dim:
+            assert not torch.equal(direct, rec16)  # so the assertion above has teeth
+            # the edge block: amax 56 (fp4: 24) after rounding -> scale 2**-3 (fp4: 2**2), not the next one
+            want = 127 - 3 if f.elem == "fp8" else 127 + 2
+            got = rec32[0, f.scale_offset : f.scale_offset + f.scale_item_bytes]
+            if f.scale_kind == "ue8m0":
+                assert got.tolist() == [want]
+            else:
+                assert got.view(torch.float32).item() == 2.0 ** (want - 127)
+    else:
+        assert f.name == "fp8_ds_mla"
+        assert torch.equal(rec32, direct) and not torch.equal(rec32, rec16)
+        assert rec32[0, 512:516].view(torch.float32).item() == 2.0**-2  # fp32 amax 56.01 > 56
+        # the same bf16 values given as fp32 still give the same bytes
+        assert torch.equal(Q.quantize(x16.float().to(device), name).cpu(), rec16)
+
+
+# (format, a tiny entry's values, the scale bytes of an all-zero and of that tiny entry), derived by hand
+# from vLLM 0.33 (see test_scale_floors_are_vllms)
+FLOORS = [
+    ("fp8_ds_mla_v4", 3e-5, [105] * 7 + [0]),  # ue8m0 byte 127 + (-22), then the pad byte
+    ("fp8_ds_mla", 0.01, [0x00, 0x00, 0x00, 0x39] * 4),  # fp32 2**-13 = 0x39000000, little-endian
+    ("fp8_indexer", 3e-5, [0x00, 0x00, 0x80, 0x34]),  # fp32 2**-22 = 0x34800000, little-endian
+]
+
+
+@pytest.mark.parametrize("name,tiny,scale_bytes", FLOORS)
+def test_scale_floors_are_vllms(name, tiny, scale_bytes, device):
+    """All-zero and tiny-amax entries get the floor scale.  Constants derived by hand from vLLM 0.33:
+
+    * V4 fp8_ds_mla (ops/cache_utils.py quantize_and_insert_k_kernel; ops/fused_compress_quant_cache.py):
+      ``block_max = max(amax, 1e-4)``, exponent ``ceil(log2(block_max / 448))`` = ceil(log2(2.23e-7)) =
+      ceil(-22.095) = -22, stored as the ue8m0 byte 127 + (-22) = 105.
+    * V3.2 fp8_ds_mla (deepseek_v32/common/kernels.py, MLA_CACHE_DS_MLA): ``scale = max(amax / 448,
+      1e-4)``, then ``exp2(ceil(log2(scale)))`` = 2**ceil(-13.29) = 2**-13, stored as fp32: bits
+      (127 - 13) << 23 = 0x39000000, little-endian bytes 00 00 00 39.  Any amax below 448 * 2**-13
+      (0.0547) gets it, e.g. 0.01 (a 1e-4 amax floor would give 2**-15).
+    * fp8 indexer (fused_compress_quant_cache.py indexer kernel): ``absmax = max(absmax, 1e-4)``, then
+      ``exp2(ceil(log2(absmax / 448)))`` = 2**-22, fp32 bits (127 - 22) << 23 = 0x34800000, bytes 00 00 80 34.
+    * fp4 indexer: pinned by test_fp4_nibble_order_and_scales (byte 1 = 2**-126).
+    """
+    f = F.get_format(name)
+    x = torch.zeros(2, f.dim)
+    x[1, : f.quant_dim] = tiny * torch.linspace(-1, 1, f.quant_dim)  # every block's amax <= tiny
+    rec = Q.quantize(x.to(device), name).cpu()
+    assert rec[:, f.scale_offset : f.scale_offset + f.scale_bytes].tolist() == [scale_bytes] * 2
+    assert (rec[0, : f.scale_offset] == 0).all() and (rec[0, f.scale_offset + f.scale_bytes :] == 0).all()
+    assert torch.equal(rec, R.quantize_ref(x, name))
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the interpreter's numpy: x * inf
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # 0 * inf
+@pytest.mark.parametrize("name", ["fp8_ds_mla_v4", "fp4_indexer"])
+def test_ue8m0_scale_bytes_decode_over_the_whole_byte_range(name, gen, device):
+    """Byte b means 2**(b - 127) for every b, in the kernel and the reference alike: byte 0 is 2**-127 (an
+    fp32 subnormal, not clamped to 2**-126) and byte 255 is inf (vLLM's exp2(128.0)); 0 * inf is NaN."""
+    f = F.get_format(name)
+    rec = R.quantize_ref(rows(2, f.dim, gen), name)
+    bytes_ = [0, 255, 1, 254, 127, 126, 128][: f.num_scales]
+    rec[:, f.scale_offset : f.scale_offset + len(bytes_)] = torch.tensor(bytes_, dtype=torch.uint8)
+    one = 0x38 if f.elem == "fp8" else 0x22  # e4m3 1.0; e2m1 pair (1.0 low, 1.0 high)
+    rec[:, 0] = one
+    got = Q.dequantize(rec.to(device), name).cpu()
+    torch.testing.assert_close(got, R.dequantize_ref(rec, name), rtol=0, atol=0, equal_nan=True)
+    assert got[0, 0].item() == 2.0**-127 and got[0, 0].item() != 2.0**-126
+    blk1 = got[0, f.quant_block : 2 * f.quant_block]
+    assert torch.isinf(blk1).any() or torch.isnan(blk1).all()
+
+
+@pytest.mark.parametrize("name,n,block_size,alignment", [
+    *[(nm, 1, 64, 576) for nm in FORMATS],  # n = 7: test_fused_paged_write_matches_reference_placement
+    ("fp8_ds_mla_v4", 129, 64, 576),  # split pages
+    ("bf16", 300, 16, 1),  # whole records; the cheapest format for the interpreter at this size
+])
+def test_fused_paged_write_at_awkward_sizes(name, n, block_size, alignment, gen, device, request):
+    """Fused quantise-and-insert over several pages, vLLM-like slots: pages in shuffled block-table order,
+    consecutive slots inside a page, one padded (-1) token."""
+    if n > 7:
+        request.getfixturevalue("no_overflow_checks")
+    f = fmt_of(name)
+    x = rows(n, f.dim, gen)
+    lay = F.page_layout(f, block_size, alignment)
+    num_pages = 2 + -(-n // block_size)
+    table = torch.randperm(num_pages, generator=gen)
+    slots = P.slots_from_block_table(torch.arange(n) + 1, table, block_size)  # start mid-page
+    slots[n // 2] = -1
+    cache = torch.full((num_pages, lay.page_bytes), 0xAB, dtype=torch.uint8)
+    want = cache.clone()
+    recs = R.quantize_ref(x, name)
+    R.write_records_ref(recs, want, slots, lay)
+    got = Q.quantize(x.to(device), name, cache=cache.to(device), slot_mapping=slots.to(device),
+                     block_size=block_size).cpu()
+    assert torch.equal(got, want)
+    back = P.gather_records(got.to(device), name, slots.to(device), block_size, dim=f.dim).cpu()
+    recs[n // 2] = 0
+    assert torch.equal(back, recs)
