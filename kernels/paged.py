@@ -29,24 +29,37 @@ from .formats import Format, PageLayout, get_format, page_layout
 
 
 @triton.jit
+def record_ptrs(slot_ptr, row, cache_ptr, page_stride, data_stride, scale_base, scale_stride, block_size,
+                 HAS_SLOTS: tl.constexpr):
+    """Where record ``row`` lives: (valid, data pointer, scale pointer). Slot -1 marks a row to skip; its
+    pointers are those of slot 0 and must not be used unmasked."""
+    if HAS_SLOTS:
+        slot = tl.load(slot_ptr + row).to(tl.int64)
+    else:
+        slot = row
+    valid = slot >= 0
+    slot = tl.maximum(slot, 0)
+    page_base = cache_ptr + (slot // block_size) * page_stride
+    pos = slot % block_size
+    return valid, page_base + pos * data_stride, page_base + scale_base + pos * scale_stride
+
+
+@triton.jit
 def _records_kernel(
     rec_ptr, rec_stride, cache_ptr, slot_ptr,
     page_stride, data_stride, scale_base, scale_stride, block_size,
     DB: tl.constexpr, DB_P2: tl.constexpr, SB: tl.constexpr, SB_P2: tl.constexpr, GATHER: tl.constexpr,
 ):
     i = tl.program_id(0).to(tl.int64)
-    slot = tl.load(slot_ptr + i).to(tl.int64)
-    valid = slot >= 0
-    slot = tl.maximum(slot, 0)
-    page_base = cache_ptr + (slot // block_size) * page_stride
-    pos = slot % block_size
+    valid, data, sc = record_ptrs(slot_ptr, i, cache_ptr, page_stride, data_stride, scale_base, scale_stride,
+                                  block_size, True)
     rec = rec_ptr + i * rec_stride
     b = tl.arange(0, DB_P2)
     dm = b < DB
-    dst = page_base + pos * data_stride + b
+    dst = data + b
     s = tl.arange(0, SB_P2)
     smask = s < SB
-    sdst = page_base + scale_base + pos * scale_stride + s
+    sdst = sc + s
     if GATHER:
         # slot -1: read slot 0 (always in bounds) and return zeros
         v = tl.load(dst, mask=dm, other=0)

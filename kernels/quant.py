@@ -42,6 +42,7 @@ from ._bits import (
     ue8m0_to_f32,
 )
 from .formats import Format, PageLayout, get_format, page_layout, record_layout
+from .paged import record_ptrs
 
 _QPARAMS = {"fp8": (0x600000, 8), "fp4": (0x400000, 2), "bf16": (0, 0)}
 
@@ -58,15 +59,9 @@ def _quant_kernel(
     NATIVE_FP8: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
-    if HAS_SLOTS:
-        slot = tl.load(slot_ptr + row).to(tl.int64)
-    else:
-        slot = row
-    if slot >= 0:
-        page = slot // block_size
-        pos = slot % block_size
-        data = cache_ptr + page * page_stride + pos * data_stride
-        sc = cache_ptr + page * page_stride + scale_base + pos * scale_stride
+    valid, data, sc = record_ptrs(slot_ptr, row, cache_ptr, page_stride, data_stride, scale_base, scale_stride,
+                                   block_size, HAS_SLOTS)
+    if valid:
         xrow = x_ptr + row * x_stride
 
         if NQ > 0:
@@ -123,16 +118,8 @@ def _dequant_kernel(
     NR: tl.constexpr, NR_P2: tl.constexpr, ROPE_OFF: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
-    if HAS_SLOTS:
-        slot = tl.load(slot_ptr + row).to(tl.int64)
-    else:
-        slot = row
-    valid = slot >= 0
-    slot = tl.maximum(slot, 0)
-    page = slot // block_size
-    pos = slot % block_size
-    data = cache_ptr + page * page_stride + pos * data_stride
-    sc = cache_ptr + page * page_stride + scale_base + pos * scale_stride
+    valid, data, sc = record_ptrs(slot_ptr, row, cache_ptr, page_stride, data_stride, scale_base, scale_stride,
+                                   block_size, HAS_SLOTS)
     orow = out_ptr + row * out_stride
 
     if NQ > 0:
