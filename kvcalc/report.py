@@ -41,9 +41,12 @@ def print_table(con, table) -> None:
         con.print(table)
 
 
-def _ctx(n: int) -> str:
+def _ctx(n: int, unit: bool = True) -> str:
+    """'1,048,576 (1M) tokens'; without the unit for table cells under a 'context' header."""
     short = format_tokens(n)
     text = f"{n:,} ({short})" if short != str(n) else f"{n:,}"
+    if not unit:
+        return text
     return f"{text} token" if n == 1 else f"{text} tokens"
 
 
@@ -100,7 +103,7 @@ def render_summary(con, results: list[Estimate], refs: list[Estimate], headline:
             row = [e.model.name if first else ""]
             last_model = e.model.name
             if len(contexts) > 1:
-                row.append(_ctx(ctx).replace(" tokens", "").replace(" token", ""))
+                row.append(_ctx(ctx, unit=False))
             row += [e.layers_text() if first else "", e.precision, _storage(e), format_bytes(e.per_sequence[i])]
             if batch > 1:
                 row.append(format_bytes(e.total[i]))
@@ -205,7 +208,7 @@ def render_compare(con, a: Estimate, b: Estimate) -> None:
         t.add_column(col, justify="right")
     for i, ctx in enumerate(a.contexts.tolist()):
         pa, pb = float(a.per_sequence[i]), float(b.per_sequence[i])
-        t.add_row(_ctx(ctx).replace(" tokens", "").replace(" token", ""), format_bytes(pa), format_bytes(pb),
+        t.add_row(_ctx(ctx, unit=False), format_bytes(pa), format_bytes(pb),
                   f"{pb / pa:.2%}" if pa else "-", f"{pa / pb:.2f}x" if pb else "-")
     print_table(con, t)
     con.print(f"A: {a.layers_text()}; {a.formats_text()}.")
