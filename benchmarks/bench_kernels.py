@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import kvcalc_kernels as KK
     from kvcalc_kernels import compressor as K
+    from kvcalc_kernels import addressing as A
     from kvcalc_kernels import paged as P
     from kvcalc_kernels import quant as Q
     from kvcalc_kernels import reference as R
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     def vllm_slots(tokens: int, block_size: int) -> "torch.Tensor":
         """Token t -> block_table[t // bs] * bs + t % bs, block table a random page order (as vLLM)."""
         table = torch.randperm(pages_for(tokens, block_size), device=dev)
-        return P.slots_from_block_table(torch.arange(tokens, device=dev), table, block_size)
+        return A.slots_from_block_table(torch.arange(tokens, device=dev), table, block_size)
 
     def timed(fn) -> float:
         if args.dry_run_cpu:

@@ -7,7 +7,8 @@ package (triton reads it when the kernels are decorated, i.e. at import, not at 
 lazily, inside functions, from anything outside the tests.
 
 Modules: ``formats`` (byte layouts, no torch), ``quant`` (quantise / dequantise), ``compressor`` (V4 token
-compressor with chunked state), ``paged`` (paged caches, slot mappings, record scatter / gather),
+compressor with chunked state), ``addressing`` (slot -> page bytes, slot mappings), ``paged`` (allocation, record scatter / gather, the
+window ring writer),
 ``reference`` (the oracles).
 """
 
@@ -26,16 +27,8 @@ from .formats import (
     record_layout,
 )
 from .compressor import CompressorState, compress, save_states, state_row_values
-from .paged import (
-    allocate_cache,
-    compressed_slots,
-    gather_records,
-    page_bytes,
-    ring_slots,
-    scatter_records,
-    slots_from_block_table,
-    write_swa,
-)
+from .addressing import compressed_slots, ring_slots, slots_from_block_table
+from .paged import allocate_cache, gather_records, page_bytes, scatter_records, write_swa
 from .quant import dequantize, quantize
 
 __all__ = [

@@ -36,7 +36,7 @@ import triton.language as tl
 
 from . import _checks as C
 from ._bits import f32_to_bf16_bits
-from .paged import ring_slots
+from .addressing import ring_slots
 
 
 @triton.jit

@@ -1,7 +1,10 @@
-"""Byte layouts of the cache formats the kernels write, as plain constants.
+"""Byte layouts of the cache formats the kernels write.
 
-Nothing here imports torch or triton: the layouts are data, and the tests check that they add up to the
-published entry sizes (584, 656, 132, 68 bytes).
+The layouts come from the analytic core (``kvcalc.formats``, the single source of byte layouts; engine
+facts such as page alignment from ``kvcalc.engines.vllm``); this module adds only the writers' rules (scale
+floors, bf16 input rounding) and the page arithmetic the kernels address with. Nothing here imports torch
+or triton. The tests check the layouts against hand-written offsets and the published entry sizes (584,
+656, 132, 68 bytes).
 
 A *record* is one cached entry in its canonical byte order, the order the published descriptions give:
 
@@ -37,7 +40,7 @@ module docstring, ``models/deepseek_v4/common/ops/cache_utils.py::quantize_and_i
 entries.  Two page layouts exist in vLLM:
 
 * *split* (V4 ``fp8_ds_mla_v4``, both indexer formats): the data parts of all ``block_size`` entries come
-  first, ``data_bytes`` apart, then the scale parts, ``scale_bytes`` apart (vLLM ``cache_utils.py``: "[0,
+  first, ``data_bytes`` apart, then the scale parts, ``scale_part_bytes`` apart (vLLM ``cache_utils.py``: "[0,
   64*576): token data ... [64*576, 64*576 + 64*8): scales"; ``fused_compress_quant_cache.py`` indexer
   kernels: "[0, bs*128): FP8 data, [bs*128, +bs*4): float32 scales").
 * *interleaved* (V3.2 ``fp8_ds_mla``, ``bf16``, compressor state rows): whole records back to back.
@@ -56,6 +59,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvcalc.engines.vllm import V4_PAGE_ALIGNMENT
+from kvcalc.formats import FORMATS as CORE_FORMATS
+from kvcalc.formats import RecordLayout
+
 # e4m3 (OCP "fn" variant, no infinities): largest finite value.
 FP8_E4M3_MAX = 448.0
 # e2m1: largest finite value.
@@ -63,32 +70,20 @@ FP4_E2M1_MAX = 6.0
 # ue8m0 exponent bias: a stored byte b means the scale 2 ** (b - 127).
 UE8M0_BIAS = 127
 
+#: the analytic core's element names -> the kernels' element kinds
+_ELEM = {"fp8_e4m3": "fp8", "e2m1": "fp4", "bf16": "bf16"}
+
 
 @dataclass(frozen=True)
 class Format:
-    """One cache-entry format: which values are quantised how, and where every byte of a record sits."""
+    """One cache-entry format as the kernels write it: the byte layout from the analytic core
+    (:meth:`kvcalc.formats.StorageFormat.layout`, the single source) plus the writer's rounding rules.
 
-    name: str
-    dim: int
-    """Values per entry on input (NoPE + RoPE)."""
-    quant_dim: int
-    """Leading values that are quantised (the NoPE part); 0 for plain bf16."""
-    rope_dim: int
-    """Trailing values stored as raw bf16 (the RoPE part; all ``dim`` values for plain bf16)."""
-    elem: str
-    """'fp8' (e4m3), 'fp4' (e2m1) or 'bf16' for the quantised part."""
-    quant_block: int
-    """Values sharing one scale (0 when there are no scales)."""
-    scale_kind: str | None
-    """'ue8m0' (1 byte) or 'fp32' (4 bytes), None without scales."""
-    scale_slots: int
-    """Scale slots in the record (real scales + pad slots, pads written as 0)."""
-    quant_offset: int
-    rope_offset: int
-    scale_offset: int
-    entry_bytes: int
-    split_pages: bool
-    """True: pages hold all data parts, then all scale parts (see module docstring)."""
+    Plain bf16 is read as "no quantised part, ``dim`` raw bf16 values" (``quant_dim`` 0, ``rope_dim`` =
+    ``dim``), so one kernel path serves the RoPE tail and plain entries alike.
+    """
+
+    layout: RecordLayout
     e_min: int
     """Smallest scale exponent the quantiser picks (from vLLM's amax / scale floors)."""
     source: str
@@ -97,24 +92,76 @@ class Format:
     bf16 (nearest even) first.  False (V3.2 ``fp8_ds_mla`` only): vLLM's writer quantises the fp32 values
     directly (see the format's definition)."""
 
-    # ---- derived sizes -------------------------------------------------------------------------
+    # ---- the layout, as the kernels name it ------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.layout.format if self.layout.format != "bf16" or self.dim in (128, 512, 576) else f"bf16[{self.dim}]"
+
+    @property
+    def dim(self) -> int:
+        return self.layout.dim
+
+    @property
+    def elem(self) -> str:
+        return _ELEM[self.layout.element]
+
+    @property
+    def quant_dim(self) -> int:
+        return 0 if self.elem == "bf16" else self.layout.quant_dim
+
+    @property
+    def rope_dim(self) -> int:
+        return self.dim if self.elem == "bf16" else self.layout.rope_dim
+
+    @property
+    def quant_block(self) -> int:
+        return self.layout.group_size
+
+    @property
+    def scale_kind(self) -> str | None:
+        return self.layout.scale_kind
+
+    @property
+    def quant_offset(self) -> int:
+        return self.layout.quant_offset
+
+    @property
+    def rope_offset(self) -> int:
+        return self.layout.quant_offset if self.elem == "bf16" else self.layout.rope_offset
+
+    @property
+    def scale_offset(self) -> int:
+        return self.layout.entry_bytes if self.elem == "bf16" else self.layout.scale_offset
+
+    @property
+    def entry_bytes(self) -> int:
+        return self.layout.entry_bytes
+
+    @property
+    def split_pages(self) -> bool:
+        return self.layout.split_pages
+
     @property
     def num_scales(self) -> int:
-        return self.quant_dim // self.quant_block if self.quant_block else 0
+        return self.layout.num_scales
 
     @property
     def scale_item_bytes(self) -> int:
-        return {"ue8m0": 1, "fp32": 4, None: 0}[self.scale_kind]
+        return self.layout.scale_item_bytes
 
     @property
-    def scale_bytes(self) -> int:
-        """Bytes of the scale part of a record, pads included."""
-        return self.scale_slots * self.scale_item_bytes
+    def scale_part_bytes(self) -> int:
+        """Bytes of the scale part of a record: the scales and the pad after them."""
+        return self.layout.scale_part_bytes if self.num_scales else 0
+
+    @property
+    def scale_slots(self) -> int:
+        """Scale slots in the record (real scales + pad slots, pads written as 0)."""
+        return self.scale_part_bytes // self.scale_item_bytes if self.num_scales else 0
 
     @property
     def quant_bytes(self) -> int:
-        bits = {"fp8": 8, "fp4": 4, "bf16": 16}[self.elem]
-        return self.quant_dim * bits // 8 if self.elem != "bf16" else 0
+        return self.layout.quant_bytes if self.quant_dim else 0
 
     @property
     def rope_bytes(self) -> int:
@@ -123,7 +170,7 @@ class Format:
     @property
     def data_bytes(self) -> int:
         """Bytes of the data part (everything but the scale part) when pages are split."""
-        return self.entry_bytes - self.scale_bytes
+        return self.entry_bytes - self.scale_part_bytes
 
     @property
     def qmax(self) -> float:
@@ -131,21 +178,9 @@ class Format:
 
     def regions(self) -> list[tuple[str, int, int]]:
         """(name, start, end) of every byte range of a record, sorted by start; they tile [0, entry_bytes)."""
-        out = []
-        if self.quant_bytes:
-            out.append(("quant", self.quant_offset, self.quant_offset + self.quant_bytes))
-        if self.rope_bytes:
-            out.append(("rope", self.rope_offset, self.rope_offset + self.rope_bytes))
-        if self.num_scales:
-            real = self.num_scales * self.scale_item_bytes
-            out.append(("scales", self.scale_offset, self.scale_offset + real))
-            if self.scale_bytes > real:
-                out.append(("pad", self.scale_offset + real, self.scale_offset + self.scale_bytes))
-        return sorted(out, key=lambda r: r[1])
-
-
-def _round_up(n: int, m: int) -> int:
-    return -(-n // m) * m
+        if self.elem == "bf16":
+            return [("rope", 0, self.entry_bytes)]
+        return self.layout.regions()
 
 
 _V4_SRC = (
@@ -166,17 +201,18 @@ _IDX4_SRC = (
     "_fused_kv_compress_norm_rope_insert_indexer_mxfp4_attn; fused_indexer_q.py _fp32x2_to_fp4x2"
 )
 
-FP8_DS_MLA_V4 = Format(
-    name="fp8_ds_mla_v4", dim=512, quant_dim=448, rope_dim=64, elem="fp8", quant_block=64,
-    scale_kind="ue8m0", scale_slots=8, quant_offset=0, rope_offset=448, scale_offset=576,
-    entry_bytes=584, split_pages=True,
+
+def _from_core(name: str, dim: int, rope_dim: int, **rules) -> Format:
+    return Format(layout=CORE_FORMATS[name].layout(dim, rope_dim, f"format {name}"), **rules)
+
+
+FP8_DS_MLA_V4 = _from_core(
+    "fp8_ds_mla_v4", 512, 64,
     # amax floored at 1e-4: ceil(log2(1e-4 / 448)) = -22
     e_min=-22, source=_V4_SRC,
 )
-FP8_DS_MLA_V32 = Format(
-    name="fp8_ds_mla", dim=576, quant_dim=512, rope_dim=64, elem="fp8", quant_block=128,
-    scale_kind="fp32", scale_slots=4, quant_offset=0, rope_offset=528, scale_offset=512,
-    entry_bytes=656, split_pages=False,
+FP8_DS_MLA_V32 = _from_core(
+    "fp8_ds_mla", 576, 64,
     # scale floored at 1e-4 before rounding up to a power of two: ceil(log2(1e-4)) = -13
     e_min=-13, source=_V32_SRC,
     # No bf16 rounding: the default V3.2 writer (deepseek_v32/attention.py -> common/kernels.py
@@ -185,31 +221,24 @@ FP8_DS_MLA_V32 = Format(
     # concat_and_cache_ds_mla) gets bf16 rows; pass bf16 to reproduce that one.
     rounds_to_bf16=False,
 )
-FP8_INDEXER = Format(
-    name="fp8_indexer", dim=128, quant_dim=128, rope_dim=0, elem="fp8", quant_block=128,
-    scale_kind="fp32", scale_slots=1, quant_offset=0, rope_offset=128, scale_offset=128,
-    entry_bytes=132, split_pages=True,
-    e_min=-22, source=_IDX8_SRC,
-)
-FP4_INDEXER = Format(
-    name="fp4_indexer", dim=128, quant_dim=128, rope_dim=0, elem="fp4", quant_block=32,
-    scale_kind="ue8m0", scale_slots=4, quant_offset=0, rope_offset=64, scale_offset=64,
-    entry_bytes=68, split_pages=True,
+FP8_INDEXER = _from_core("fp8_indexer", 128, 0, e_min=-22, source=_IDX8_SRC)
+FP4_INDEXER = _from_core(
+    "fp4_indexer", 128, 0,
     # amax floored at 6 * 2**-126: exponent >= -126
     e_min=-126, source=_IDX4_SRC,
 )
 
 
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
 def bf16_format(dim: int) -> Format:
     """Plain bf16 entries of ``dim`` values (V4 main 512 -> 1024 B, V3.2 latent 576 -> 1152 B)."""
-    if dim <= 0:
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
         raise ValueError(f"dim: must be positive, got {dim}")
-    return Format(
-        name="bf16" if dim in (512, 576, 128) else f"bf16[{dim}]", dim=dim, quant_dim=0, rope_dim=dim,
-        elem="bf16", quant_block=0, scale_kind=None, scale_slots=0, quant_offset=0, rope_offset=0,
-        scale_offset=2 * dim, entry_bytes=2 * dim, split_pages=False, e_min=0,
-        source="plain bfloat16 (vLLM 'auto' cache dtype for a bf16 model)",
-    )
+    return _from_core("bf16", dim, 0, e_min=0,
+                      source="plain bfloat16 (vLLM 'auto' cache dtype for a bf16 model)")
 
 
 FORMATS: dict[str, Format] = {
@@ -254,9 +283,9 @@ class PageLayout:
     def record_spans(self, pos: int) -> list[tuple[int, int, int]]:
         """(record_start, page_start, length) byte runs that map record bytes of entry ``pos`` into a page."""
         f = self.fmt
-        if not f.split_pages or f.scale_bytes == 0:
+        if not f.split_pages or f.scale_part_bytes == 0:
             return [(0, self.data_offset(pos), f.entry_bytes)]
-        return [(0, self.data_offset(pos), f.data_bytes), (f.data_bytes, self.scale_offset(pos), f.scale_bytes)]
+        return [(0, self.data_offset(pos), f.data_bytes), (f.data_bytes, self.scale_offset(pos), f.scale_part_bytes)]
 
 
 def page_layout(fmt: "str | Format", block_size: int, alignment: int = 1, dim: int | None = None,
@@ -277,9 +306,9 @@ def page_layout(fmt: "str | Format", block_size: int, alignment: int = 1, dim: i
         raise ValueError(
             f"page_bytes: {page_bytes} is smaller than {block_size} entries x {f.entry_bytes} B of {f.name}"
         )
-    if f.split_pages and f.scale_bytes:
+    if f.split_pages and f.scale_part_bytes:
         return PageLayout(f, block_size, alignment, page_bytes, f.data_bytes, block_size * f.data_bytes,
-                          f.scale_bytes)
+                          f.scale_part_bytes)
     return PageLayout(f, block_size, alignment, page_bytes, f.entry_bytes, f.scale_offset, f.entry_bytes)
 
 
@@ -287,6 +316,3 @@ def record_layout(fmt: "str | Format", dim: int | None = None) -> PageLayout:
     """Contiguous records: one entry per 'page', pages ``entry_bytes`` apart."""
     return page_layout(fmt, 1, 1, dim)
 
-
-# vLLM (DeepSeek V4, fp8_ds_mla cache dtype) rounds every page up to a multiple of this.
-V4_PAGE_ALIGNMENT = 576

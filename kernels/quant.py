@@ -42,7 +42,7 @@ from ._bits import (
     ue8m0_to_f32,
 )
 from .formats import Format, PageLayout, get_format, page_layout, record_layout
-from .paged import record_ptrs
+from .addressing import record_ptrs
 
 _QPARAMS = {"fp8": (0x600000, 8), "fp4": (0x400000, 2), "bf16": (0, 0)}
 

@@ -4,6 +4,11 @@ An *entry* is one cached vector (a K head, a V head, an MLA latent, an indexer k
 of which the last ``rope_dim`` are rotary-position dimensions. Block-scaled formats quantise the values in
 groups that share one scale; some keep the RoPE part in a wider type, unquantised. Every format here is
 reduced to a handful of numbers, so that a new layout is one table row rather than new code.
+
+This module is the single source of byte layouts: :meth:`StorageFormat.layout` gives every field's offset in
+a record (quantised values, RoPE values, scales, padding) and whether a paged cache keeps the scale parts
+of a page's entries apart from their data parts. The Triton kernels (``kvcalc_kernels.formats``) build
+their layouts from it and add only their writers' rounding rules.
 """
 
 from __future__ import annotations
@@ -32,7 +37,20 @@ class StorageFormat:
     """Bytes per RoPE value when the RoPE part is kept apart, unquantised (bf16 = 2, fp8 = 1);
     None when the RoPE part is stored like the rest of the entry."""
     align: int = 1
-    """The entry is padded up to a multiple of this many bytes."""
+    """The entry is padded up to a multiple of this many bytes; the pad bytes follow the last region."""
+    element: str = ""
+    """Encoding of the quantised part: fp32, bf16, fp16, fp8_e4m3, fp8_e5m2 or e2m1."""
+    scale_kind: str | None = None
+    """Encoding of a stored scale: fp32, ue8m0 (a power of two, byte = exponent + 127) or e4m3."""
+    order: tuple[str, ...] = ("quant", "scales", "rope")
+    """Order of the record's regions (those the format has); padding comes last."""
+    split_pages: bool = False
+    """True: a page holds the data parts (everything before the scale part) of all its entries first, then
+    their scale parts (scales plus trailing pad). False: whole records back to back."""
+
+    def __post_init__(self) -> None:
+        if (self.group_size is None) != (self.scale_kind is None) or bool(self.group_size) != bool(self.scale_bytes):
+            raise ValueError(f"format {self.name}: group_size, scale_bytes and scale_kind go together")
 
     def entry_bytes(self, dim: int, rope_dim: int = 0, where: str = "entry") -> int:
         """Bytes for one entry of ``dim`` values whose last ``rope_dim`` values are RoPE dimensions."""
@@ -58,6 +76,81 @@ class StorageFormat:
             total += rope_dim * self.rope_value_bytes
         return _round_up(total, self.align)
 
+    def layout(self, dim: int, rope_dim: int = 0, where: str = "entry") -> "RecordLayout":
+        """Where every byte of one ``dim``-wide entry sits (offsets within the record)."""
+        entry = self.entry_bytes(dim, rope_dim, where)
+        split_rope = self.rope_value_bytes is not None
+        quant_dim = dim - rope_dim if split_rope else dim
+        num_scales = quant_dim // self.group_size if self.group_size else 0
+        sizes = {
+            "quant": quant_dim * self.value_bits // 8,
+            "scales": num_scales * self.scale_bytes,
+            "rope": rope_dim * self.rope_value_bytes if split_rope else 0,
+        }
+        offsets, at = {}, 0
+        for region in self.order:
+            offsets[region] = at
+            at += sizes[region]
+        pad = entry - at
+        last = next((r for r in reversed(self.order) if sizes[r]), None)
+        scale_part = sizes["scales"] + (pad if last == "scales" else 0)
+        return RecordLayout(
+            format=self.name, dim=dim, rope_dim=rope_dim if split_rope else 0, quant_dim=quant_dim,
+            element=self.element, scale_kind=self.scale_kind, group_size=self.group_size or 0,
+            quant_offset=offsets["quant"], quant_bytes=sizes["quant"],
+            scale_offset=offsets["scales"], num_scales=num_scales, scale_item_bytes=self.scale_bytes,
+            rope_offset=offsets["rope"], rope_bytes=sizes["rope"],
+            pad_offset=at, pad_bytes=pad, entry_bytes=entry,
+            split_pages=self.split_pages and scale_part > 0, scale_part_bytes=scale_part,
+        )
+
+
+@dataclass(frozen=True)
+class RecordLayout:
+    """One entry's bytes, field by field (offsets from the start of the record).
+
+    With ``split_pages`` a paged cache keeps the *data part* (``[0, data_part_bytes)``) of every entry of
+    a page first, then every entry's *scale part* (``scale_part_bytes``: the scales and any pad after them).
+    """
+
+    format: str
+    dim: int
+    rope_dim: int
+    quant_dim: int
+    element: str
+    scale_kind: str | None
+    group_size: int
+    quant_offset: int
+    quant_bytes: int
+    scale_offset: int
+    num_scales: int
+    scale_item_bytes: int
+    rope_offset: int
+    rope_bytes: int
+    pad_offset: int
+    pad_bytes: int
+    entry_bytes: int
+    split_pages: bool
+    scale_part_bytes: int
+
+    @property
+    def data_part_bytes(self) -> int:
+        return self.entry_bytes - self.scale_part_bytes if self.split_pages else self.entry_bytes
+
+    def regions(self) -> list[tuple[str, int, int]]:
+        """(name, start, end) of every non-empty byte range, sorted by start; they tile [0, entry_bytes)."""
+        out = [
+            (name, start, start + size)
+            for name, start, size in (
+                ("quant", self.quant_offset, self.quant_bytes),
+                ("scales", self.scale_offset, self.num_scales * self.scale_item_bytes),
+                ("rope", self.rope_offset, self.rope_bytes),
+                ("pad", self.pad_offset, self.pad_bytes),
+            )
+            if size
+        ]
+        return sorted(out, key=lambda r: r[1])
+
 
 _FLASHMLA = "FlashMLA README; vLLM v1/attention/backends/mla/flashmla_sparse.py (format notes)"
 _INDEXER = "vLLM v1/attention/backends/mla/indexer.py; vLLM models/deepseek_v4 indexer (fp4 path)"
@@ -65,20 +158,23 @@ _INDEXER = "vLLM v1/attention/backends/mla/indexer.py; vLLM models/deepseek_v4 i
 FORMATS: dict[str, StorageFormat] = {
     f.name: f
     for f in (
-        StorageFormat(name="fp32", description="float32, 4 B per value", source="IEEE 754", value_bits=32),
-        StorageFormat(name="bf16", description="bfloat16, 2 B per value", source="IEEE-like bfloat16", value_bits=16),
-        StorageFormat(name="fp16", description="float16, 2 B per value", source="IEEE 754", value_bits=16),
+        StorageFormat(name="fp32", description="float32, 4 B per value", source="IEEE 754", value_bits=32, element="fp32"),
+        StorageFormat(name="bf16", description="bfloat16, 2 B per value", source="IEEE-like bfloat16", value_bits=16,
+                      element="bf16"),
+        StorageFormat(name="fp16", description="float16, 2 B per value", source="IEEE 754", value_bits=16, element="fp16"),
         StorageFormat(
             name="fp8_e4m3",
             description="fp8 e4m3, 1 B per value; per-tensor scale kept as a layer parameter, not in the cache",
             source="vLLM --kv-cache-dtype fp8 (per-tensor k_scale / v_scale)",
             value_bits=8,
+            element="fp8_e4m3",
         ),
         StorageFormat(
             name="fp8_e5m2",
             description="fp8 e5m2, 1 B per value; no scale",
             source="vLLM --kv-cache-dtype fp8_e5m2",
             value_bits=8,
+            element="fp8_e5m2",
         ),
         StorageFormat(
             name="fp8_ds_mla",
@@ -89,6 +185,9 @@ FORMATS: dict[str, StorageFormat] = {
             group_size=128,
             scale_bytes=4,
             rope_value_bytes=2,
+            element="fp8_e4m3",
+            scale_kind="fp32",
+            order=("quant", "scales", "rope"),
         ),
         StorageFormat(
             name="fp8_ds_mla_v4",
@@ -100,6 +199,10 @@ FORMATS: dict[str, StorageFormat] = {
             scale_bytes=1,
             rope_value_bytes=2,
             align=8,
+            element="fp8_e4m3",
+            scale_kind="ue8m0",
+            order=("quant", "rope", "scales"),
+            split_pages=True,
         ),
         StorageFormat(
             name="mxfp8_ds_mla",
@@ -109,6 +212,8 @@ FORMATS: dict[str, StorageFormat] = {
             value_bits=8,
             group_size=32,
             scale_bytes=1,
+            element="fp8_e4m3",
+            scale_kind="ue8m0",
         ),
         StorageFormat(
             name="nvfp4_ds_mla",
@@ -119,6 +224,8 @@ FORMATS: dict[str, StorageFormat] = {
             group_size=16,
             scale_bytes=1,
             rope_value_bytes=1,
+            element="e2m1",
+            scale_kind="e4m3",
         ),
         StorageFormat(
             name="fp8_indexer",
@@ -127,6 +234,9 @@ FORMATS: dict[str, StorageFormat] = {
             value_bits=8,
             group_size=128,
             scale_bytes=4,
+            element="fp8_e4m3",
+            scale_kind="fp32",
+            split_pages=True,
         ),
         StorageFormat(
             name="fp4_indexer",
@@ -136,6 +246,9 @@ FORMATS: dict[str, StorageFormat] = {
             value_bits=4,
             group_size=32,
             scale_bytes=1,
+            element="e2m1",
+            scale_kind="ue8m0",
+            split_pages=True,
         ),
         StorageFormat(
             name="nvfp4",
@@ -145,6 +258,8 @@ FORMATS: dict[str, StorageFormat] = {
             value_bits=4,
             group_size=16,
             scale_bytes=1,
+            element="e2m1",
+            scale_kind="e4m3",
         ),
     )
 }

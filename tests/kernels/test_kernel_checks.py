@@ -5,6 +5,7 @@ import torch
 
 from kvcalc_kernels import compressor as K
 from kvcalc_kernels import paged as P
+from kvcalc_kernels import addressing as A
 from kvcalc_kernels import quant as Q
 from kvcalc_kernels import _checks
 
@@ -40,7 +41,7 @@ def one_line(exc):
     (lambda d: P.scatter_records(torch.zeros(2, 584, dtype=torch.uint8, device=d), "fp8_ds_mla_v4",
                                  torch.zeros(1, 37440, dtype=torch.uint8, device=d),
                                  torch.tensor([0, 1, 2], device=d), 64), ValueError, "records"),
-    (lambda d: P.ring_slots(0, 3, torch.tensor([], dtype=torch.int64), 64), ValueError, "pages"),
+    (lambda d: A.ring_slots(0, 3, torch.tensor([], dtype=torch.int64), 64), ValueError, "pages"),
 ])
 def test_entry_point_errors(call, exc, arg, device):
     with pytest.raises(exc, match=rf"^{arg}:") as info:
@@ -200,15 +201,15 @@ def test_allocate_cache_errors():
 
 def test_compressed_slots_errors():
     table = torch.tensor([3, 1])
-    assert P.compressed_slots(0, 16, 4, table, 2).tolist() == [6, 7, 2, 3]
+    assert A.compressed_slots(0, 16, 4, table, 2).tolist() == [6, 7, 2, 3]
     _raises([
-        (lambda: P.compressed_slots(-1, 4, 4, table, 2), ValueError, "start_pos"),
-        (lambda: P.compressed_slots(0, -4, 4, table, 2), ValueError, "n_tokens"),
-        (lambda: P.compressed_slots(0, 4, 0, table, 2), ValueError, "ratio"),
-        (lambda: P.compressed_slots(0, 4, 4, table, 0), ValueError, "block_size"),
-        (lambda: P.compressed_slots(0, 4, 4, [3, 1], 2), TypeError, "block_table"),
-        (lambda: P.compressed_slots(0, 4, 4, table.float(), 2), TypeError, "block_table"),
-        (lambda: P.compressed_slots(0, 20, 4, table, 2), ValueError, "block_table"),  # entry 4 needs block 2
+        (lambda: A.compressed_slots(-1, 4, 4, table, 2), ValueError, "start_pos"),
+        (lambda: A.compressed_slots(0, -4, 4, table, 2), ValueError, "n_tokens"),
+        (lambda: A.compressed_slots(0, 4, 0, table, 2), ValueError, "ratio"),
+        (lambda: A.compressed_slots(0, 4, 4, table, 0), ValueError, "block_size"),
+        (lambda: A.compressed_slots(0, 4, 4, [3, 1], 2), TypeError, "block_table"),
+        (lambda: A.compressed_slots(0, 4, 4, table.float(), 2), TypeError, "block_table"),
+        (lambda: A.compressed_slots(0, 20, 4, table, 2), ValueError, "block_table"),  # entry 4 needs block 2
     ])
 
 

@@ -6,6 +6,7 @@ import torch
 from kvcalc_kernels import compressor as K
 from kvcalc_kernels import formats as F
 from kvcalc_kernels import paged as P
+from kvcalc_kernels import addressing as A
 from kvcalc_kernels import quant as Q
 from kvcalc_kernels import reference as R
 from kernel_tolerances import COMPRESS_BF16, COMPRESS_F32, REF_VS_REF
@@ -149,7 +150,7 @@ def test_compress_then_store_into_paged_compressed_cache(name, head_dim, ratio, 
     start, all_entries = 0, []
     for n in (129, 7, 164):
         e = K.compress(kv[start : start + n].to(device), score[start : start + n].to(device), ape.to(device), st, **kw)
-        slots = P.compressed_slots(start, n, ratio, table, bs)
+        slots = A.compressed_slots(start, n, ratio, table, bs)
         assert slots.shape[0] == e.shape[0]
         Q.quantize(e, name, cache=cache, slot_mapping=slots, block_size=bs)
         all_entries.append(e.cpu())
@@ -158,7 +159,7 @@ def test_compress_then_store_into_paged_compressed_cache(name, head_dim, ratio, 
     st2 = K.CompressorState.allocate(head_dim, ratio, device=device)
     assert torch.equal(entries, K.compress(kv.to(device), score.to(device), ape.to(device), st2, **kw).cpu())
     n_entries = L // ratio
-    slots = P.compressed_slots(0, L, ratio, table, bs)
+    slots = A.compressed_slots(0, L, ratio, table, bs)
     got = P.gather_records(cache, name, slots, bs).cpu()
     assert torch.equal(got, R.quantize_ref(entries, name))
     assert got.shape[0] == n_entries

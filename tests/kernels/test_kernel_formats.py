@@ -10,7 +10,7 @@ from kvcalc_kernels import formats as F
 def test_entry_bytes(fmt, size):
     f = F.get_format(fmt)
     assert f.entry_bytes == size
-    assert f.quant_bytes + f.rope_bytes + f.scale_bytes == size
+    assert f.quant_bytes + f.rope_bytes + f.scale_part_bytes == size
 
 
 def test_bf16_entry_bytes():
@@ -63,3 +63,38 @@ def test_kernel_layouts_agree_with_the_analytic_core(fmt, dim, rope):
 
     assert F.get_format(fmt).entry_bytes == FORMATS[fmt].entry_bytes(dim, rope)
     assert F.get_format("bf16", dim).entry_bytes == FORMATS["bf16"].entry_bytes(dim, rope)
+
+
+def test_kernel_modules_import_without_cycles():
+    # addressing is the bottom layer: writers import it, it imports no writer (issue 6: paged and quant
+    # used to import each other)
+    import ast
+    import pathlib
+
+    import kvcalc_kernels
+
+    root = pathlib.Path(kvcalc_kernels.__file__).parent
+    graph = {}
+    for path in root.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps.update([node.module] if node.module else [a.name for a in node.names])
+        graph[path.stem] = {d for d in deps if d != "__init__"}
+    assert "quant" not in graph["addressing"] and "paged" not in graph["addressing"]
+    assert "addressing" in graph["quant"] and "addressing" in graph["paged"]
+
+    def reaches(a, b, seen=()):
+        return any(d == b or (d not in seen and reaches(d, b, seen + (d,))) for d in graph.get(a, ()))
+
+    assert not [m for m in graph if reaches(m, m)], graph
+
+
+def test_layout_comes_from_the_core_single_source():
+    # the kernels hold no byte offsets of their own: change the core's record and the kernels follow
+    from kvcalc.formats import FORMATS
+
+    for name, dim, rope in [("fp8_ds_mla_v4", 512, 64), ("fp8_ds_mla", 576, 64), ("fp8_indexer", 128, 0),
+                            ("fp4_indexer", 128, 0)]:
+        assert F.get_format(name).layout == FORMATS[name].layout(dim, rope)

@@ -6,6 +6,7 @@ import torch
 from kvcalc_kernels import compressor as K
 from kvcalc_kernels import formats as F
 from kvcalc_kernels import paged as P
+from kvcalc_kernels import addressing as A
 from kvcalc_kernels import quant as Q
 from kvcalc_kernels import reference as R
 from kernel_inputs import rows
@@ -57,22 +58,22 @@ def test_page_sizes_match_vllm_buckets():
 def test_slot_helpers_against_loops(gen):
     table = torch.randperm(10, generator=gen)
     pos = torch.tensor([0, 1, 3, 4, 7, 8, 29, 39])
-    got = P.slots_from_block_table(pos, table, 4)
+    got = A.slots_from_block_table(pos, table, 4)
     assert got.tolist() == R.slots_from_block_table_ref(pos.tolist(), table.tolist(), 4)
     # entries completed by positions 3..10 at ratio 4: entry 0 (pos 3) and 1 (pos 7); entry 2 closes at 11
-    got = P.compressed_slots(3, 8, 4, table, 2)
+    got = A.compressed_slots(3, 8, 4, table, 2)
     assert got.tolist() == R.slots_from_block_table_ref([0, 1], table.tolist(), 2)
-    assert P.compressed_slots(0, 3, 4, table, 2).numel() == 0
-    assert P.compressed_slots(0, 300, 128, table, 2).tolist() == R.slots_from_block_table_ref(
+    assert A.compressed_slots(0, 3, 4, table, 2).numel() == 0
+    assert A.compressed_slots(0, 300, 128, table, 2).tolist() == R.slots_from_block_table_ref(
         [0, 1], table.tolist(), 2)
     with pytest.raises(ValueError, match="positions"):
-        P.slots_from_block_table(torch.tensor([40]), table, 4)
+        A.slots_from_block_table(torch.tensor([40]), table, 4)
 
 
 @pytest.mark.parametrize("start,n", [(0, 1), (0, 3), (5, 7), (100, 129), (0, 300), (127, 1)])
 def test_ring_slots(start, n, gen):
     pages = torch.tensor([6, 2])
-    got = P.ring_slots(start, n, pages, 64)
+    got = A.ring_slots(start, n, pages, 64)
     assert got.tolist() == R.ring_slots_ref(start, n, pages.tolist(), 64)
     live = got[got >= 0]
     assert live.unique().numel() == live.numel() == min(n, 128)
@@ -119,7 +120,7 @@ def test_save_states_writes_vllm_state_rows(head_dim, ratio, gen, device):
 def vllm_slots(n, block_size, num_pages, gen, start=0):
     """Slots as vLLM assigns them: consecutive positions inside a page, pages in shuffled block-table order."""
     table = torch.randperm(num_pages, generator=gen)
-    return P.slots_from_block_table(torch.arange(start, start + n), table, block_size)
+    return A.slots_from_block_table(torch.arange(start, start + n), table, block_size)
 
 
 @pytest.mark.parametrize("n", [1, 7, 129, 300])

@@ -8,6 +8,7 @@ import torch
 
 from kvcalc_kernels import formats as F
 from kvcalc_kernels import paged as P
+from kvcalc_kernels import addressing as A
 from kvcalc_kernels import quant as Q
 from kvcalc_kernels import reference as R
 from kernel_inputs import rows
@@ -242,8 +243,8 @@ def test_scale_floors_are_vllms(name, tiny, scale_bytes, device):
     x = torch.zeros(2, f.dim)
     x[1, : f.quant_dim] = tiny * torch.linspace(-1, 1, f.quant_dim)  # every block's amax <= tiny
     rec = Q.quantize(x.to(device), name).cpu()
-    assert rec[:, f.scale_offset : f.scale_offset + f.scale_bytes].tolist() == [scale_bytes] * 2
-    assert (rec[0, : f.scale_offset] == 0).all() and (rec[0, f.scale_offset + f.scale_bytes :] == 0).all()
+    assert rec[:, f.scale_offset : f.scale_offset + f.scale_part_bytes].tolist() == [scale_bytes] * 2
+    assert (rec[0, : f.scale_offset] == 0).all() and (rec[0, f.scale_offset + f.scale_part_bytes :] == 0).all()
     assert torch.equal(rec, R.quantize_ref(x, name))
 
 
@@ -281,7 +282,7 @@ def test_fused_paged_write_at_awkward_sizes(name, n, block_size, alignment, gen,
     lay = F.page_layout(f, block_size, alignment)
     num_pages = 2 + -(-n // block_size)
     table = torch.randperm(num_pages, generator=gen)
-    slots = P.slots_from_block_table(torch.arange(n) + 1, table, block_size)  # start mid-page
+    slots = A.slots_from_block_table(torch.arange(n) + 1, table, block_size)  # start mid-page
     slots[n // 2] = -1
     cache = torch.full((num_pages, lay.page_bytes), 0xAB, dtype=torch.uint8)
     want = cache.clone()

@@ -1,0 +1,1 @@
+"""Engine profiles: how a serving engine pages the caches of a model (see kvcalc.plan)."""
