@@ -31,6 +31,13 @@ BASIS_HELP = (
 )
 
 
+#: the library's parameter names -> this command line's flags (the library never names a flag)
+FLAGS = {
+    "model": "MODEL", "context": "--context", "precision": "--precision", "basis": "--basis", "batch": "--batch",
+    "mtp": "--mtp",
+}
+
+
 def _console():
     from rich.console import Console
 
@@ -234,7 +241,7 @@ def _run(argv: list[str] | None) -> int:
         print(f"kvcalc: error: {_usage_error(exc)}", file=sys.stderr)
         rc = 2
     except KvcalcError as exc:
-        print(f"kvcalc: error: {exc}", file=sys.stderr)
+        print(f"kvcalc: error: {exc.renamed(FLAGS)}", file=sys.stderr)
         rc = exc.exit_code
     except BrokenPipeError:
         raise

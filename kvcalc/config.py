@@ -15,7 +15,7 @@ from typing import Any
 from .errors import KvcalcError
 from .formats import StorageFormat, get_format
 from .paths import configs_dir
-from .specs import CACHE_KINDS, CacheSpec, FixedState, required_fields, spec_fields
+from .specs import CACHE_KINDS, CacheSpec, CompressorState, FixedState, required_fields, spec_fields
 from .yamlio import load_yaml
 
 FORMAT_VERSION = 1
@@ -61,14 +61,14 @@ class ModelSpec:
     mtp_layers: tuple[str, ...] = ()
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
 
-    def precision(self, name: str | None, what: str = "--precision") -> Precision:
+    def precision(self, name: str | None, what: str = "precision") -> Precision:
         name = name or self.default_precision
         try:
             return self.precisions[name]
         except KeyError:
             raise KvcalcError(
                 f"{what}: model {self.name} has no precision {name!r}; it declares: "
-                f"{', '.join(self.precisions)}"
+                f"{', '.join(self.precisions)}", param=what
             ) from None
 
     def kind_counts(self) -> dict[str, int]:
@@ -327,6 +327,14 @@ def parse_model(data: Any, path: str) -> ModelSpec:
     if not comp_raw:
         raise ctx.err("components", "must declare at least one component")
     components = {ctx.name(k, f"components.{k}"): _component(ctx, k, v) for k, v in comp_raw.items()}
+    for cname, comp in components.items():  # compressor state: shapes follow the component they serve
+        if isinstance(comp, CompressorState):
+            where = f"components.{cname}"
+            target = _ref(ctx, comp.compresses, f"{where}.compresses", components, "component")
+            try:
+                components[cname] = comp.resolve(components[target], where)
+            except KvcalcError as exc:
+                raise KvcalcError(f"{ctx.path}: {exc}") from None
 
     kinds_raw = ctx.mapping(data["layer_kinds"], "layer_kinds")
     if not kinds_raw:
@@ -390,7 +398,7 @@ def config_names() -> list[str]:
 _CACHE: dict[str, ModelSpec] = {}
 
 
-def load_model(name_or_path: str, what: str = "MODEL") -> ModelSpec:
+def load_model(name_or_path: str, what: str = "model") -> ModelSpec:
     """A shipped config by name (``deepseek-v4-pro``) or any YAML file by path. ``what`` names the
     argument in error messages."""
     key = str(name_or_path)
@@ -398,20 +406,20 @@ def load_model(name_or_path: str, what: str = "MODEL") -> ModelSpec:
         return _CACHE[key]
     candidate = Path(key)
     if not key.strip():
-        raise KvcalcError(f"{what}: empty model name")
+        raise KvcalcError(f"{what}: empty model name", param=what)
     if key.endswith((".yaml", ".yml")) or candidate.exists() or "/" in key:
         path = candidate
         if path.is_dir():
-            raise KvcalcError(f"{what}: {key!r} is a directory, not a config file")
+            raise KvcalcError(f"{what}: {key!r} is a directory, not a config file", param=what)
         if not path.is_file():
-            raise KvcalcError(f"{what}: no such config file {key!r}")
+            raise KvcalcError(f"{what}: no such config file {key!r}", param=what)
     else:
         path = configs_dir() / f"{key}.yaml"
         if not path.is_file():
             names = config_names()
             close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
             hint = f"; closest: {', '.join(close)}" if close else ""
-            raise KvcalcError(f"{what}: unknown model {key!r}{hint} (`kvcalc models` lists all)")
+            raise KvcalcError(f"{what}: unknown model {key!r}{hint} (`kvcalc models` lists all)", param=what)
     model = parse_model(load_yaml(path), str(path))
     _CACHE[key] = model
     return model

@@ -174,13 +174,13 @@ class Estimate:
 def _contexts(context: int | Iterable[int]) -> np.ndarray:
     arr = np.atleast_1d(np.asarray(list(context) if not isinstance(context, (int, np.integer)) else context))
     if arr.size == 0:
-        raise KvcalcError("context: give at least one context length")
+        raise KvcalcError("context: give at least one context length", param="context")
     if arr.dtype.kind not in "iu":
-        raise KvcalcError(f"context: token counts must be integers, got {arr.dtype}")
+        raise KvcalcError(f"context: token counts must be integers, got {arr.dtype}", param="context")
     arr = arr.astype(np.int64)
     bad = arr[(arr < 1) | (arr > MAX_TOKENS)]
     if bad.size:
-        raise KvcalcError(f"context: {int(bad[0])} is outside 1 .. {MAX_TOKENS:,} tokens")
+        raise KvcalcError(f"context: {int(bad[0])} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
     return arr
 
 
@@ -192,7 +192,7 @@ def estimate(
     basis: Basis = "complete",
     batch: int = 1,
     mtp: bool = False,
-    what: str = "--precision",
+    what: str = "precision",
 ) -> Estimate:
     """KV cache bytes of ``model`` after ``context`` tokens (an int or a sequence of ints).
 
@@ -203,11 +203,12 @@ def estimate(
     """
     spec = load_model(model) if isinstance(model, str) else model
     if basis not in BASES:
-        raise KvcalcError(f"--basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}")
+        raise KvcalcError(f"basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}", param="basis")
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= MAX_BATCH:
-        raise KvcalcError(f"--batch: must be an integer from 1 to {MAX_BATCH:,}, got {batch!r}")
+        raise KvcalcError(f"batch: must be an integer from 1 to {MAX_BATCH:,}, got {batch!r}", param="batch")
     if mtp and basis != "complete":
-        raise KvcalcError("--mtp: the article basis leaves the MTP layer out by definition; use --basis complete")
+        raise KvcalcError("mtp: the article basis leaves the MTP layer out by definition; use the complete basis",
+                          param="mtp")
     prec = spec.precision(precision, what)
     contexts = _contexts(context)
 

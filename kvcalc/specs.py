@@ -189,7 +189,12 @@ class IndexerCache(_Strided, CacheSpec):
 
     dim: int
     ratio: int = 1
+    span: int | None = None  # tokens one compressed key sums over; defaults to ratio (no overlap)
     topk: int | None = None
+
+    @property
+    def window_span(self) -> int:
+        return self.ratio if self.span is None else self.span
 
     def entry_bytes(self, fmt: StorageFormat) -> int:
         return fmt.entry_bytes(self.dim, 0, f"component {self.name}")
@@ -197,6 +202,10 @@ class IndexerCache(_Strided, CacheSpec):
     def validate(self, where: str) -> None:
         _positive(self.dim, where, "dim")
         _positive(self.ratio, where, "ratio")
+        if self.span is not None:
+            _positive(self.span, where, "span")
+            if self.span < self.ratio or self.span % self.ratio:
+                raise KvcalcError(f"{where}.span: must be a whole multiple of ratio ({self.ratio}), got {self.span}")
         if self.topk is not None:
             _positive(self.topk, where, "topk")
 
@@ -242,9 +251,55 @@ class FixedState(CacheSpec):
             raise KvcalcError(f"{where}.dtype: state must use a plain dtype (fp32, bf16, ...), got {self.dtype}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class CompressorState(FixedState):
+    """DeepSeek V4 compressor partials for the compressed component ``compresses`` (a ``compressed_mla``
+    or a compressed ``indexer``): the last ``span`` tokens' rows, each holding the kv and the gate-score
+    values of ``coff = span / ratio`` overlapping windows, ``dim`` wide, in fp32. Shape
+    ``[span, 2, coff, dim]`` (vLLM ``models/deepseek_v4/compressor.py``: ``sliding_window = coff *
+    compress_ratio``, ``state_dim = 2 * coff * head_dim``). The loader derives the shape from the served
+    component; a ``shape`` written in the config is checked against it."""
+
+    kind: ClassVar[str] = "compressor_state"
+    summary: ClassVar[str] = "fp32 partial windows of the compressor of component `compresses` (DeepSeek V4)"
+
+    compresses: str
+    shape: tuple[int, ...] = ()
+
+    @staticmethod
+    def shape_for(target: CacheSpec) -> tuple[int, ...]:
+        ratio = getattr(target, "ratio", 1)
+        span = target.window_span if isinstance(target, IndexerCache) else getattr(target, "span", ratio)
+        return (span, 2, span // ratio, target.dim)  # type: ignore[attr-defined]
+
+    def validate(self, where: str) -> None:
+        if self.shape:  # checked again against the served component once every component is known
+            super().validate(where)
+
+    def resolve(self, target: CacheSpec, where: str) -> "CompressorState":
+        """This state with its shape derived from ``target``; a different stated shape is an error."""
+        if not isinstance(target, (CompressedMLA, IndexerCache)) or getattr(target, "ratio", 1) < 2:
+            raise KvcalcError(
+                f"{where}.compresses: {self.compresses!r} is not a compressed cache (compressed_mla, or an "
+                "indexer with ratio >= 2)"
+            )
+        derived = self.shape_for(target)
+        if self.shape and tuple(self.shape) != derived:
+            raise KvcalcError(
+                f"{where}.shape: {list(self.shape)} disagrees with the shape derived from {self.compresses} "
+                f"[span, kv+score, span/ratio, dim] = {list(derived)}"
+            )
+        from dataclasses import replace
+
+        out = replace(self, shape=derived)
+        FixedState.validate(out, where)
+        return out
+
+
 CACHE_KINDS: dict[str, type[CacheSpec]] = {
     cls.kind: cls
-    for cls in (FullAttention, SlidingWindowAttention, MLALatent, SlidingWindowMLA, CompressedMLA, IndexerCache, FixedState)
+    for cls in (FullAttention, SlidingWindowAttention, MLALatent, SlidingWindowMLA, CompressedMLA, IndexerCache,
+                FixedState, CompressorState)
 }
 
 

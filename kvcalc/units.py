@@ -21,7 +21,7 @@ _THOUSANDS_RE = re.compile(r"^\s*\d{1,3}(,\d{3})+\s*$")
 _TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
 
 
-def parse_tokens(text: str, what: str = "--context") -> int:
+def parse_tokens(text: str, what: str = "context") -> int:
     """Parse '1M' (1,048,576), '128k' (131,072), '1.5M' or a plain integer into a token count.
 
     Suffixes are binary (k = 1024). Underscores group digits ('1_048_576'); commas do not, since they
@@ -33,8 +33,7 @@ def parse_tokens(text: str, what: str = "--context") -> int:
     if not m:
         raise KvcalcError(
             f"{what}: {raw!r} is not a token count; use a positive integer or a binary suffix "
-            "k/M/G (1M = 1,048,576 tokens, 128k = 131,072)"
-        )
+            "k/M/G (1M = 1,048,576 tokens, 128k = 131,072)", param=what)
     number, suffix = m.group(1), m.group(2).lower()
     mult = TOKEN_SUFFIXES[suffix]
     if "." in number:
@@ -43,20 +42,19 @@ def parse_tokens(text: str, what: str = "--context") -> int:
         numerator = int(whole + frac) * mult
         denominator = 10 ** len(frac)
         if numerator % denominator:
-            raise KvcalcError(f"{what}: {raw!r} is not a whole number of tokens")
+            raise KvcalcError(f"{what}: {raw!r} is not a whole number of tokens", param=what)
         value = numerator // denominator
     else:
         value = int(number) * mult
     if value <= 0:
-        raise KvcalcError(f"{what}: {raw!r} must be at least 1 token")
+        raise KvcalcError(f"{what}: {raw!r} must be at least 1 token", param=what)
     if value > MAX_TOKENS:
         raise KvcalcError(
-            f"{what}: {raw!r} ({value:,} tokens) is beyond the supported limit of {MAX_TOKENS:,} tokens (4G)"
-        )
+            f"{what}: {raw!r} ({value:,} tokens) is beyond the supported limit of {MAX_TOKENS:,} tokens (4G)", param=what)
     return value
 
 
-def parse_token_list(values: list[str] | tuple[str, ...], what: str = "--context") -> list[int]:
+def parse_token_list(values: list[str] | tuple[str, ...], what: str = "context") -> list[int]:
     """Parse repeated and/or comma-separated token counts: ['128k,1M', '2M'] -> [131072, 1048576, 2097152].
 
     '1,048,576' is refused rather than read as three contexts (1, 48 and 576): it is ambiguous."""
@@ -65,14 +63,13 @@ def parse_token_list(values: list[str] | tuple[str, ...], what: str = "--context
         if _THOUSANDS_RE.match(str(item)):
             raise KvcalcError(
                 f"{what}: {item!r} is ambiguous: commas separate contexts; write {str(item).replace(',', '')} "
-                f"or {str(item).replace(',', '_')} for one context"
-            )
+                f"or {str(item).replace(',', '_')} for one context", param=what)
         for part in str(item).split(","):
             if not part.strip():
-                raise KvcalcError(f"{what}: empty value in {item!r}")
+                raise KvcalcError(f"{what}: empty value in {item!r}", param=what)
             out.append(parse_tokens(part, what))
     if not out:
-        raise KvcalcError(f"{what}: give at least one context length")
+        raise KvcalcError(f"{what}: give at least one context length", param=what)
     return out
 
 

@@ -163,3 +163,37 @@ def test_json_schema_accepts_shipped_configs_and_rejects_bad_ones(cli):
         jsonschema.validate(mutate(_set(["components", "idx", "dim"], -128)), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(mutate(_del(["layer_kinds"])), schema)
+
+
+def test_compressor_state_shape_is_derived_from_the_component_it_serves():
+    from kvcalc.config import load_model
+
+    v4 = load_model("deepseek-v4-pro")
+    # [span, kv + score, span / ratio, dim], written out from vLLM compressor.py's rule
+    assert v4.components["c4_state"].shape == (8, 2, 2, 512)
+    assert v4.components["c4_indexer_state"].shape == (8, 2, 2, 128)
+    assert v4.components["c128_state"].shape == (128, 2, 1, 512)
+    assert v4.components["c4_state"].fixed_bytes() == 8 * 2 * 2 * 512 * 4 == 64 * 1024
+    assert v4.components["c128_state"].fixed_bytes() == 128 * 2 * 1 * 512 * 4 == 512 * 1024
+
+
+@pytest.mark.parametrize(
+    "replacement,fragment",
+    [
+        ("compresses: window", "components.c4_state.compresses: 'window' is not a compressed cache"),
+        ("compresses: c4_entries\n    shape: [4, 2, 2, 512]", "components.c4_state.shape: [4, 2, 2, 512] disagrees"),
+        ("compresses: c4_entrie", "unknown component 'c4_entrie'"),
+    ],
+)
+def test_compressor_state_refuses_wrong_targets_and_shapes(tmp_path, replacement, fragment):
+    import re
+
+    from kvcalc.config import load_model
+    from kvcalc.paths import configs_dir
+
+    text = (configs_dir() / "deepseek-v4-pro.yaml").read_text()
+    assert "compresses: c4_entries\n" in text
+    path = tmp_path / "m.yaml"
+    path.write_text(text.replace("compresses: c4_entries", replacement, 1))
+    with pytest.raises(KvcalcError, match=re.escape(fragment)):
+        load_model(str(path))

@@ -96,7 +96,7 @@ def test_mtp_layer_is_opt_in_and_complete_only():
     assert with_mtp - base == 128 * 584  # window-only MTP layer
     v32 = seq("deepseek-v3.2", precision="bf16", mtp=True)
     assert v32 == 1408 * 62 * M
-    with pytest.raises(KvcalcError, match="--mtp"):
+    with pytest.raises(KvcalcError, match="^mtp: "):
         kvcalc.estimate("deepseek-v4-pro", M, basis="article", mtp=True)
 
 
