@@ -34,7 +34,9 @@ BASIS_HELP = (
 #: the library's parameter names -> this command line's flags (the library never names a flag)
 FLAGS = {
     "model": "MODEL", "context": "--context", "precision": "--precision", "basis": "--basis", "batch": "--batch",
-    "mtp": "--mtp",
+    "mtp": "--mtp", "tp": "--tp", "pp": "--pp", "dp": "--dp", "gpu": "--gpu", "block_size": "--block-size",
+    "kv_memory": "--kv-memory", "weights": "--weights-gib", "reserve": "--reserve-gib", "engine": "--engine",
+    "gpu_memory_utilization": "--gpu-memory-utilization", "concurrency": "--concurrency",
 }
 
 
@@ -152,6 +154,99 @@ def compare(
         _print_json(report.compare_json(a, b))
         return
     report.render_compare(_console(), a, b)
+
+
+@app.command()
+def capacity(
+    model: str = typer.Argument(..., metavar="MODEL"),
+    context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: 1M, or with --concurrency the model's max_context)."),
+    precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
+    engine: str = typer.Option("vllm", "--engine", help="vllm (paged, as vLLM plans it) or exact (no paging)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="Accelerator from `kvcalc gpus` (e.g. h200, h100, b200)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs in all; must equal tp x pp x dp (default: that product)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel stages."),
+    dp: int = typer.Option(1, "--dp", help="Data-parallel replicas (vLLM's attention data parallelism for MLA models: --dp N --tp 1)."),
+    ep: bool = typer.Option(False, "--ep/--no-ep", help="Expert parallelism: routed experts sharded over tp x dp."),
+    kv_memory: Optional[str] = typer.Option(None, "--kv-memory", help="KV pool of each GPU in bytes (suffixes KiB/MiB/GiB), like vLLM's --kv-cache-memory-bytes; replaces GPU memory, weights and reserve."),
+    gpu_memory_utilization: float = typer.Option(0.92, "--gpu-memory-utilization", help="Fraction of each GPU's total memory vLLM may use (vLLM 0.33 default 0.92)."),
+    weights_gib: Optional[float] = typer.Option(None, "--weights-gib", help="Model weights in GiB, all ranks together (default: the model config's)."),
+    reserve_gib: float = typer.Option(4.0, "--reserve-gib", help="Per-GPU reserve for activations, workspace and CUDA graphs."),
+    block_size: Optional[int] = typer.Option(None, "--block-size", help="Tokens per block (default: what vLLM's backends pick)."),
+    max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens", help="vLLM's per-step token budget (default: vllm serve's for the GPU: 8192 on H100/H200, 16384 from 160 GiB, 2048 below 70 GiB or A100)."),
+    async_scheduling: bool = typer.Option(True, "--async-scheduling/--no-async-scheduling", help="vLLM 0.33 schedules asynchronously by default: two batches in flight."),
+    indexer_dtype: str = typer.Option("fp8", "--indexer-dtype", help="DeepSeek sparse-indexer cache in vLLM: fp8 (132 B, default) or mxfp4 (68 B)."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Reverse: the longest context at which this many requests fit."),
+    mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s) (speculative decoding on)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """How many requests fit on real GPUs as the engine counts them: paging, shared pool, parallelism, weights."""
+    from . import report
+    from .capacity import Parallel, capacity as run_capacity, max_context
+    from .config import load_model
+    from .engines import vllm as V
+    from .units import parse_bytes, parse_tokens
+
+    spec = load_model(model)
+    if engine not in ("vllm", "exact"):
+        raise KvcalcError(f"--engine: unknown engine {engine!r}; choose vllm or exact")
+    if indexer_dtype not in V.INDEXER_DTYPES:
+        raise KvcalcError(f"--indexer-dtype: choose one of {', '.join(V.INDEXER_DTYPES)}, got {indexer_dtype!r}")
+    par = Parallel(tp=tp, pp=pp, dp=dp, ep=ep)
+    par.check()
+    if gpus is not None and gpus != par.gpus:
+        raise KvcalcError(f"--gpus: {gpus} GPUs, but tp {tp} x pp {pp} x dp {dp} = {par.gpus}")
+    for name, v in (("--block-size", block_size), ("--max-num-batched-tokens", max_num_batched_tokens)):
+        if v is not None and not 1 <= v <= 1 << 24:
+            raise KvcalcError(f"{name}: must be from 1 to {1 << 24:,}, got {v}")
+    from .hardware import get_gpu
+
+    dev = get_gpu(gpu) if gpu is not None else None
+    mnbt = max_num_batched_tokens or V.default_max_num_batched_tokens(dev.memory_bytes if dev else None,
+                                                                        dev.name if dev else "")
+    settings = V.Settings(block_size=block_size, max_num_batched_tokens=mnbt, async_scheduling=async_scheduling,
+                          indexer_dtype=indexer_dtype, pp=pp)
+    for name, v in (("--weights-gib", weights_gib), ("--reserve-gib", reserve_gib)):
+        if v is not None and not (v == v and 0 <= v <= 1 << 30):
+            raise KvcalcError(f"{name}: must be a number of GiB from 0 to 2^30, got {v}")
+    args = dict(model=spec, precision=precision, engine=engine, settings=settings, parallel=par, gpu=dev,
+                gpu_memory_utilization=gpu_memory_utilization,
+                kv_memory=parse_bytes(kv_memory, "--kv-memory") if kv_memory is not None else None,
+                weights_bytes=None if weights_gib is None else int(weights_gib * (1 << 30)),
+                reserve_bytes=int(reserve_gib * (1 << 30)), mtp=mtp)
+    reverse = None
+    if concurrency is not None:
+        limit = parse_tokens(context, "--context") if context else spec.max_context
+        if limit is None:
+            raise KvcalcError(f"--context: {spec.name} states no max_context; give an upper limit with --context")
+        best, cap = max_context(args, concurrency, limit)
+        if cap is None:
+            raise KvcalcError(f"--concurrency: {concurrency:,} requests do not fit at any context on this pool")
+        reverse = (f"Longest context at which {concurrency:,} requests fit per replica: {best:,} tokens "
+                   f"(searched up to {limit:,}).")
+    else:
+        cap = run_capacity(context=parse_tokens(context or "1M", "--context"), **args)
+    if as_json:
+        out = report.capacity_json(cap)
+        if concurrency is not None:
+            out["concurrency_asked"] = concurrency
+            out["max_context_tokens"] = cap.plan.context
+        _print_json(out)
+        return
+    report.render_capacity(_console(), cap, reverse)
+
+
+@app.command()
+def gpus(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the accelerators `capacity --gpu` knows, with the memory each reports and its source."""
+    from . import report
+    from .hardware import catalogue
+
+    cat = catalogue()
+    if as_json:
+        _print_json([g.__dict__ for g in cat.values()])
+        return
+    report.render_gpus(_console(), list(cat.values()))
 
 
 @app.command()

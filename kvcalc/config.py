@@ -34,7 +34,50 @@ TOP_KEYS = {
     "layer_kinds": "layer kind -> list of component names",
     "layers": "the layer layout (list of kinds / patterns, or select + kinds)",
     "mtp": "multi-token-prediction layers {layers: N, kind: K}",
+    "weights": "parameter counts by storage dtype {params: {dtype: N}, expert_params: {dtype: N}, source}",
 }
+
+#: bytes per weight parameter by storage dtype, as exact fractions (numerator, denominator): block scales
+#: included (fp8_block128: one fp32 scale per 128 x 128 block; mxfp4: one ue8m0 per 32; nvfp4: one e4m3
+#: per 16)
+WEIGHT_DTYPES: dict[str, tuple[int, int]] = {
+    "fp32": (4, 1), "bf16": (2, 1), "fp16": (2, 1), "fp8": (1, 1), "int8": (1, 1),
+    "fp8_block128": (128 * 128 + 4, 128 * 128), "mxfp4": (17, 32), "nvfp4": (9, 16),
+}
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The model's weights: parameter counts by storage dtype; ``experts`` are the routed experts of a
+    mixture-of-experts model (expert parallelism shards them), ``dense`` everything else."""
+
+    dense: dict[str, int]
+    experts: dict[str, int]
+    source: str = ""
+
+    @staticmethod
+    def _bytes(params: dict[str, int]) -> int:
+        total = 0
+        for dtype, n in params.items():
+            num, den = WEIGHT_DTYPES[dtype]
+            total += -(-n * num // den)
+        return total
+
+    @property
+    def dense_bytes(self) -> int:
+        return self._bytes(self.dense)
+
+    @property
+    def expert_bytes(self) -> int:
+        return self._bytes(self.experts)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.dense_bytes + self.expert_bytes
+
+    @property
+    def params(self) -> int:
+        return sum(self.dense.values()) + sum(self.experts.values())
 REQUIRED_TOP = ("kvcalc", "name", "precisions", "default_precision", "components", "layer_kinds", "layers")
 
 
@@ -59,6 +102,7 @@ class ModelSpec:
     layer_kinds: dict[str, tuple[str, ...]]  # kind -> component names
     layers: tuple[str, ...]  # kind of each main layer, index = layer number
     mtp_layers: tuple[str, ...] = ()
+    weights: Weights | None = None
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
 
     def precision(self, name: str | None, what: str = "precision") -> Precision:
@@ -86,6 +130,8 @@ class ModelSpec:
 # ---- value helpers -------------------------------------------------------------------------------------
 #: Integers beyond this are typos (no model has a 2^40-wide head or 2^40 layers of anything).
 MAX_INT = 1 << 40
+#: Parameter counts beyond this (10^15) are typos.
+MAX_PARAMS = 10**15
 #: No architecture has more layers than this; a bigger layout is a typo that would take minutes to expand.
 MAX_LAYERS = 10_000
 
@@ -121,14 +167,14 @@ class _Ctx:
             raise self.err(where, f"must be a mapping, got {_typename(value)}")
         return value
 
-    def integer(self, value: Any, where: str, minimum: int = 1) -> int:
+    def integer(self, value: Any, where: str, minimum: int = 1, maximum: int = MAX_INT) -> int:
         value = self.unwrap(value, where)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.err(where, f"must be an integer, got {_typename(value)} {value!r}")
         if value < minimum:
             raise self.err(where, f"must be at least {minimum}, got {value}")
-        if value > MAX_INT:
-            raise self.err(where, f"{value} is implausibly large (limit {MAX_INT:,})")
+        if value > maximum:
+            raise self.err(where, f"{value} is implausibly large (limit {maximum:,})")
         return value
 
     def name(self, value: Any, where: str) -> str:
@@ -305,6 +351,25 @@ def _layers(ctx: _Ctx, raw: Any, kinds: dict[str, tuple[str, ...]]) -> tuple[str
     return tuple(out)
 
 
+def _weights(ctx: _Ctx, raw: Any) -> Weights:
+    data = ctx.mapping(raw, "weights")
+    ctx.keys(data, "weights", {"params", "expert_params", "source", "note"}, ["params"])
+    source = ctx.note_source(data, "weights")
+    out = []
+    for key in ("params", "expert_params"):
+        table = ctx.mapping(data.get(key, {}), f"weights.{key}")
+        counts = {}
+        for dtype, n in table.items():
+            where = f"weights.{key}.{dtype}"
+            if dtype not in WEIGHT_DTYPES:
+                raise ctx.err(where, f"unknown weight dtype; known: {', '.join(WEIGHT_DTYPES)}")
+            counts[dtype] = ctx.integer(n, where, maximum=MAX_PARAMS)
+        out.append(counts)
+    if not out[0] and not out[1]:
+        raise ctx.err("weights.params", "must give at least one parameter count")
+    return Weights(dense=out[0], experts=out[1], source=source)
+
+
 def parse_model(data: Any, path: str) -> ModelSpec:
     ctx = _Ctx(path)
     if not isinstance(data, dict):
@@ -373,7 +438,9 @@ def parse_model(data: Any, path: str) -> ModelSpec:
     if default not in precisions:
         raise ctx.err("default_precision", f"{default!r} is not among precisions ({', '.join(precisions)})")
 
+    weights = _weights(ctx, data["weights"]) if "weights" in data else None
     return ModelSpec(
+        weights=weights,
         name=name,
         display_name=data.get("display_name", name),
         description=data.get("description", ""),
@@ -487,6 +554,13 @@ def json_schema() -> dict:
                     "kinds": {"type": "object", "additionalProperties": {"type": "string"}},
                     "source": {"type": "string"}, "note": {"type": "string"}}},
             ]},
+            "weights": {"type": "object", "additionalProperties": False, "required": ["params"], "properties": {
+                "params": {"type": "object", "propertyNames": {"enum": sorted(WEIGHT_DTYPES)},
+                           "additionalProperties": sourced({"type": "integer", "minimum": 1, "maximum": MAX_PARAMS})},
+                "expert_params": {"type": "object", "propertyNames": {"enum": sorted(WEIGHT_DTYPES)},
+                                  "additionalProperties": sourced({"type": "integer", "minimum": 1,
+                                                                   "maximum": MAX_PARAMS})},
+                "source": {"type": "string"}, "note": {"type": "string"}}},
             "mtp": {"type": "object", "additionalProperties": False, "required": ["layers", "kind"], "properties": {
                 "layers": sourced({"type": "integer", "minimum": 0, "maximum": MAX_LAYERS}), "kind": {"type": "string"},
                 "source": {"type": "string"}, "note": {"type": "string"}}},

@@ -349,3 +349,136 @@ def render_claims(con, results) -> None:
     print_table(con, t)
     n_fail = sum(not r.passed for r in results)
     con.print(f"{len(results) - n_fail} passed, {n_fail} failed")
+
+
+# ---- capacity ----------------------------------------------------------------------------------------------
+def capacity_json(c) -> dict:
+    """The capacity answer as one JSON object (bytes throughout; per GPU unless named total)."""
+    p = c.plan
+    return {
+        "model": c.model.name,
+        "context_tokens": p.context,
+        "precision": p.precision,
+        "engine": p.engine,
+        "engine_version": p.engine_version,
+        "engine_settings": p.settings,
+        "layout": p.layout,
+        "grouping": p.grouping,
+        "padding_layers": p.padding_layers,
+        "parallel": {"tp": c.parallel.tp, "pp": c.parallel.pp, "dp": c.parallel.dp, "ep": c.parallel.ep,
+                     "gpus": c.parallel.gpus},
+        "gpu": None if c.gpu is None else {"key": c.gpu.key, "name": c.gpu.name, "memory_bytes": c.gpu.memory_bytes,
+                                           "basis": c.gpu.basis, "source": c.gpu.source},
+        "gpu_memory_utilization": c.gpu_memory_utilization,
+        "requested_bytes_per_gpu": c.requested_bytes,
+        "weights_bytes_per_gpu": c.weights_bytes_per_gpu,
+        "weights_total_bytes": c.weights_total_bytes,
+        "weights_basis": c.weights_source,
+        "reserve_bytes_per_gpu": c.reserve_bytes,
+        "kv_pool_bytes_per_gpu": c.kv_pool_bytes_per_gpu,
+        "kv_pool_given": c.pool_given,
+        "bytes_per_block": p.bytes_per_block,
+        "num_blocks": c.num_blocks,
+        "null_blocks": p.null_blocks,
+        "blocks_per_request": p.blocks_per_request,
+        "per_request_bytes": p.per_request_bytes,
+        "analytic_bytes": p.analytic_bytes,
+        "max_concurrency": c.max_concurrency,
+        "requests_per_replica": c.requests_per_replica,
+        "total_requests": c.total_requests,
+        "cache_tokens": c.cache_tokens,
+        "engine_log_line": c.log_line if p.engine == "vllm" else None,
+        "pages": [
+            {"group": g["group"], "kind": g["kind"], "components": g["components"], "layers": g["layers"],
+             "block_size": g["block_size"], "page_bytes": g["page_bytes"], "real_page_bytes": g["real_page_bytes"],
+             "blocks_per_request": g["blocks_per_request"],
+             "reserved_bytes_per_request": g["reserved_bytes_per_request"],
+             "analytic_bytes_per_request": g["analytic_bytes_per_request"], "layer_pages": g["layer_pages"]}
+            for g in p.pages_json()
+        ],
+        "notes": list(c.notes),
+        "units": "bytes",
+    }
+
+
+def _layers_text(layers: tuple[int, ...]) -> str:
+    """(0, 2, 4, ..., 60) -> '0..60 step 2'; short lists written out."""
+    if len(layers) <= 3:
+        return ",".join(map(str, layers))
+    step = layers[1] - layers[0]
+    if step > 0 and all(b - a == step for a, b in zip(layers, layers[1:])):
+        return f"{layers[0]}..{layers[-1]}" + (f" step {step}" if step > 1 else "")
+    return f"{len(layers)} layers"
+
+
+def render_capacity(con, c, reverse: str | None = None) -> None:
+    p = c.plan
+    par = c.parallel
+    where = f"{par.gpus} x {c.gpu.name}" if c.gpu else f"{par.gpus} GPU{'s' if par.gpus > 1 else ''}"
+    eng = f"vLLM {p.engine_version}" if p.engine == "vllm" else "exact (no paging)"
+    con.print(f"{c.model.display_name}, {p.precision}, max_model_len {_ctx(p.context)} on {where}; {eng}")
+    con.print(f"Parallel: tp {par.tp} x pp {par.pp} x dp {par.dp}" + (" (expert parallel)" if par.ep else "")
+              + "; figures per GPU unless marked total")
+    if reverse:
+        con.print(reverse)
+    t = _table()
+    t.add_column("per GPU")
+    t.add_column("bytes", justify="right", no_wrap=True)
+    t.add_column("basis")
+    if c.pool_given:
+        t.add_row("KV pool", format_bytes(c.kv_pool_bytes_per_gpu), "given (--kv-memory)")
+    else:
+        t.add_row("device memory", format_bytes(c.gpu.memory_bytes), f"{c.gpu.basis}")
+        t.add_row(f"x {c.gpu_memory_utilization:g} utilisation", format_bytes(c.requested_bytes),
+                  "--gpu-memory-utilization")
+        t.add_row("- weights", format_bytes(c.weights_bytes_per_gpu),
+                  f"{format_bytes(c.weights_total_bytes)} total; {c.weights_source.split(';')[0]}")
+        t.add_row("- reserve", format_bytes(c.reserve_bytes), "activations, CUDA graphs (--reserve-gib)")
+        t.add_row("= KV pool", format_bytes(c.kv_pool_bytes_per_gpu), f"{c.kv_pool_bytes_per_gpu:,} B")
+    print_table(con, t)
+
+    g = _table()
+    g.add_column("group", no_wrap=True)
+    g.add_column("caches", max_width=24)
+    g.add_column("layers")
+    g.add_column("block", justify="right")
+    g.add_column("page B", justify="right")
+    g.add_column("blocks/req", justify="right")
+    g.add_column("reserved", justify="right", no_wrap=True)
+    g.add_column("exact", justify="right", no_wrap=True)
+    for grp in p.groups:
+        g.add_row(f"{grp.index} {grp.kind}", grp.label, _layers_text(grp.layers), f"{grp.block_size}",
+                  f"{grp.page_bytes:,}", f"{grp.blocks_per_request:,}",
+                  format_bytes(grp.blocks_per_request * p.bytes_per_block), format_bytes(grp.analytic_bytes))
+    g.add_row("total", "", "", "", f"{p.bytes_per_block:,}", f"{p.blocks_per_request:,}",
+              format_bytes(p.per_request_bytes), format_bytes(p.analytic_bytes))
+    print_table(con, g)
+    con.print(f"One request at {_ctx(p.context)} reserves {format_bytes(p.per_request_bytes)} "
+              f"({p.blocks_per_request:,} blocks x {p.bytes_per_block:,} B, the widest group's block); it holds "
+              f"{format_bytes(p.analytic_bytes)} exactly (kvcalc estimate, complete basis).")
+    if p.engine == "vllm":
+        wins = [grp for grp in p.groups if grp.kind != "full"]
+        if wins:
+            w_res = sum(grp.blocks_per_request for grp in wins) * p.bytes_per_block
+            s = p.settings
+            con.print(f"Window and state groups reserve {format_bytes(w_res)} of it: they admit window - 1 + "
+                      f"{s['max_in_flight_tokens']:,} in-flight tokens (max_num_batched_tokens "
+                      f"{s['max_num_batched_tokens']:,} x {2 if s['async_scheduling'] else 1}"
+                      f"{', async scheduling' if s['async_scheduling'] else ''}), whatever the context.")
+        con.print(f"Pool: {c.num_blocks:,} blocks of {p.bytes_per_block:,} B (block 0 is vLLM's null block); "
+                  f"layout {p.layout}; {p.grouping}.")
+        con.print(f"vLLM would log: {c.log_line}")
+    con.print(f"Fits: {c.requests_per_replica:,} whole request(s) per replica x {par.dp} replica(s) = "
+              f"{c.total_requests:,} at {_ctx(p.context)}.")
+    for n in c.notes:
+        con.print(f"Note: {n}.")
+
+
+def render_gpus(con, gpus) -> None:
+    t = _table("Accelerators (memory as the device reports it; vLLM uses --gpu-memory-utilization of it)")
+    for col in ("key", "name", "memory", "bytes", "basis"):
+        t.add_column(col, justify="right" if col in ("memory", "bytes") else "left")
+    for g in gpus:
+        t.add_row(g.key, g.name, format_bytes(g.memory_bytes), f"{g.memory_bytes:,}", g.basis)
+    print_table(con, t)
+    con.print("Sources: `kvcalc gpus --json`.")

@@ -91,3 +91,25 @@ def format_bytes(n: float, digits: int = 2) -> str:
 
 
 UNIT_BYTES = {"B": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB, "TiB": TIB}
+
+
+_BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)?\s*$")
+
+
+def parse_bytes(text: str, what: str = "bytes") -> int:
+    """'20GiB', '512 MiB', '21474836480' -> bytes (binary units only; a bare number is bytes)."""
+    raw = str(text)
+    m = _BYTES_RE.match(raw.replace("_", ""))
+    if not m:
+        raise KvcalcError(f"{what}: {raw[:80]!r} is not a byte count; use a whole number of bytes or KiB/MiB/GiB/TiB",
+                          param=what)
+    number, unit = m.group(1), m.group(2) or "B"
+    whole, _, frac = number.partition(".")
+    num = int(whole + frac) * UNIT_BYTES[unit]
+    den = 10 ** len(frac)
+    if num % den:
+        raise KvcalcError(f"{what}: {raw!r} is not a whole number of bytes", param=what)
+    value = num // den
+    if not 0 < value <= 1 << 60:
+        raise KvcalcError(f"{what}: {raw!r} must be from 1 B to 1 EiB", param=what)
+    return value
