@@ -22,7 +22,9 @@ class Guard:
 sys.meta_path.insert(0, Guard())
 from kvcalc.cli import main
 for argv in (["estimate", "--context", "1M", "--json"], ["estimate", "deepseek-v4-pro", "--by-layer"],
-             ["compare", "deepseek-v3.2", "deepseek-v4-pro"], ["show", "deepseek-v4-flash"], ["claims"]):
+             ["compare", "deepseek-v3.2", "deepseek-v4-pro"], ["show", "deepseek-v4-flash"], ["claims"],
+             ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--tp", "8", "-p", "fp8", "--json"],
+             ["capacity", "llama-3.1-8b", "--kv-memory", "40GiB", "-c", "8k", "--concurrency", "4"], ["gpus"]):
     try:
         main(argv)
     except SystemExit as exc:
