@@ -226,6 +226,9 @@ def capacity(
                    f"(searched up to {limit:,}).")
     else:
         cap = run_capacity(context=parse_tokens(context or "1M", "--context"), **args)
+    if spec.max_context is not None and cap.plan.context > spec.max_context:
+        _warn([f"{spec.name}: max_model_len {cap.plan.context:,} exceeds the model's max_context "
+               f"{spec.max_context:,}; vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; computed anyway"])
     if as_json:
         out = report.capacity_json(cap)
         if concurrency is not None:

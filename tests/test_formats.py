@@ -49,3 +49,33 @@ def test_bad_dims():
 def test_unknown_format_lists_known():
     with pytest.raises(KvcalcError, match="fp8_ds_mla_v4"):
         get_format("fp7")
+
+
+def test_docs_format_table_agrees_with_the_core():
+    # docs/config-format.md repeats the entry sizes for readers: every "N wide ... = B B" example must be
+    # what the core computes (the core is the single source)
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "config-format.md").read_text()
+    rows = re.findall(r"^\| `([a-z0-9_]+)`[^|]*\|[^|]*\| ([^|]*) \|$", doc, re.M)
+    checked = 0
+    for name, example in rows:
+        m = re.search(r"(\d+) wide(?: \((\d+) RoPE\))? = ([\d,]+) B", example)
+        if name in FORMATS and m:
+            dim, rope, size = int(m.group(1)), int(m.group(2) or 0), int(m.group(3).replace(",", ""))
+            assert FORMATS[name].entry_bytes(dim, rope) == size, (name, example)
+            checked += 1
+    assert checked >= 6
+
+
+def test_record_layouts_by_hand():
+    # offsets written out from the published layouts (vLLM flashmla_sparse.py docstring, FlashMLA README)
+    v4 = FORMATS["fp8_ds_mla_v4"].layout(512, 64)
+    assert v4.regions() == [("quant", 0, 448), ("rope", 448, 576), ("scales", 576, 583), ("pad", 583, 584)]
+    assert (v4.split_pages, v4.data_part_bytes, v4.scale_part_bytes) == (True, 576, 8)
+    v32 = FORMATS["fp8_ds_mla"].layout(576, 64)
+    assert v32.regions() == [("quant", 0, 512), ("scales", 512, 528), ("rope", 528, 656)]
+    assert not v32.split_pages
+    idx = FORMATS["fp4_indexer"].layout(128)
+    assert idx.regions() == [("quant", 0, 64), ("scales", 64, 68)] and idx.split_pages
