@@ -130,8 +130,7 @@ def capacity(
         raise KvcalcError("gpu: name a GPU or give the KV pool of each GPU directly (kv_memory)", param="gpu")
 
     stages = V.pp_stages(len(spec.layers), parallel.pp) if parallel.pp > 1 else [range(len(spec.layers))]
-    plans = [plan(spec, context, precision=precision, engine=engine, settings=settings, mtp=mtp, tp=parallel.tp,
-                  stage=i if parallel.pp > 1 else None) for i in range(len(stages))]
+    plans = _stage_plans(spec, context, precision, engine, settings, mtp, parallel)
 
     requested = w_gpu = w_total = reserve = None
     w_source = ""
@@ -159,6 +158,12 @@ def capacity(
     return Capacity(spec, fullest, parallel, dev, None if kv_memory is not None else gpu_memory_utilization,
                     requested, w_gpu, w_total, w_source, reserve, pool, kv_memory is not None, num_blocks,
                     tuple(notes) + fullest.notes)
+
+
+def _stage_plans(spec, context, precision, engine, settings, mtp, par: Parallel) -> list[PoolPlan]:
+    """One rank's plan for every pipeline stage (one plan without pipeline parallelism)."""
+    return [plan(spec, context, precision=precision, engine=engine, settings=settings, mtp=mtp, tp=par.tp,
+                 stage=i if par.pp > 1 else None) for i in range(par.pp)]
 
 
 def _weights_per_gpu(spec: ModelSpec, par: Parallel, stages, override: int | None) -> tuple[int, int, str]:
@@ -205,11 +210,9 @@ def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capa
     pool = probe.kv_pool_bytes_per_gpu
     spec = probe.model
     par = probe.parallel
-    settings = cap_args.get("settings") or V.Settings()
-    stages = V.pp_stages(len(spec.layers), par.pp) if par.pp > 1 else [None]
-    plans = [plan(spec, limit, precision=cap_args.get("precision"), engine=cap_args.get("engine", "vllm"),
-                  settings=settings, mtp=cap_args.get("mtp", False), tp=par.tp, stage=s if par.pp > 1 else None)
-             for s in range(len(stages))]
+    settings = V.Settings(**{**(cap_args.get("settings") or V.Settings()).__dict__, "pp": par.pp})
+    plans = _stage_plans(spec, limit, cap_args.get("precision"), cap_args.get("engine", "vllm"), settings,
+                         cap_args.get("mtp", False), par)
     best = min(p.max_context(pool, concurrency, limit) for p in plans)
     if best < 1:
         return 0, None
