@@ -36,7 +36,8 @@ FLAGS = {
     "model": "MODEL", "context": "--context", "precision": "--precision", "basis": "--basis", "batch": "--batch",
     "mtp": "--mtp", "tp": "--tp", "pp": "--pp", "dp": "--dp", "gpu": "--gpu", "block_size": "--block-size",
     "kv_memory": "--kv-memory", "weights": "--weights-gib", "reserve": "--reserve-gib", "engine": "--engine",
-    "gpu_memory_utilization": "--gpu-memory-utilization", "concurrency": "--concurrency",
+    "gpu_memory_utilization": "--gpu-memory-utilization", "concurrency": "--concurrency", "device": "--device",
+    "fill": "--fill",
 }
 
 
@@ -240,6 +241,53 @@ def capacity(
 
 
 @app.command()
+def verify(
+    model: str = typer.Argument(..., metavar="MODEL"),
+    context: str = typer.Option("128k", "--context", "-c", help="max_model_len in tokens."),
+    precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
+    engine: str = typer.Option("vllm", "--engine", help="vllm or exact: whose pool layout to allocate."),
+    batch: int = typer.Option(1, "--batch", "-b", help="Requests to allocate for."),
+    device: str = typer.Option("cpu", "--device", help="cuda or cpu."),
+    fill: str = typer.Option("none", "--fill", help="none (allocation only; the kernel fill is not built yet)."),
+    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", help="vLLM's per-step token budget."),
+    async_scheduling: bool = typer.Option(True, "--async-scheduling/--no-async-scheduling", help="Two batches in flight."),
+    report_path: Optional[str] = typer.Option(None, "--report", help="Also write the JSON report to this file (atomically)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Allocate the planned caches on a device and compare what was allocated with the plan."""
+    from .config import load_model
+    from .engines import vllm as V
+    from .plan import plan
+    from .units import parse_tokens
+    from .verify import verify as run_verify
+
+    p = plan(load_model(model), parse_tokens(context, "--context"), precision=precision, engine=engine,
+             settings=V.Settings(max_num_batched_tokens=max_num_batched_tokens, async_scheduling=async_scheduling))
+    out = run_verify(p, batch=batch, device=device, fill=fill)
+    if report_path:
+        tmp = f"{report_path}.tmp{os.getpid()}"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(out, f, indent=2)
+            os.replace(tmp, report_path)
+        except OSError as exc:
+            raise KvcalcError(f"--report: cannot write {report_path!r}: {exc.strerror}") from None
+    if as_json:
+        _print_json(out)
+    else:
+        con = _console()
+        con.print(f"{out['model']}, {out['precision']}, {out['context_tokens']:,} tokens x {batch}, engine "
+                  f"{out['engine']} {out['engine_version']}, on {device}, fill {fill}")
+        for key in ("predicted_bytes", "planned_bytes", "allocated_bytes", "written_bytes"):
+            con.print(f"  {key:<16} {out[key]:>20,} B")
+        for c in out["checks"]:
+            con.print(f"  {'pass' if c['pass'] else 'FAIL'}  {c['check']}")
+        con.print(f"Verdict: {out['verdict']}. Not built yet: {out['not_built']}.")
+    if out["verdict"] != "pass":
+        raise typer.Exit(1)
+
+
+@app.command()
 def gpus(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the accelerators `capacity --gpu` knows, with the memory each reports and its source."""
     from . import report
@@ -327,6 +375,10 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(rc)
 
 
+#: click's Abort (Ctrl-C at a prompt), through typer's public name where it has one
+_ABORT = getattr(typer, "Abort", KeyboardInterrupt)
+
+
 def _run(argv: list[str] | None) -> int:
     from typer._click import exceptions as click_exc  # typer >= 0.27 vendors click
 
@@ -343,7 +395,7 @@ def _run(argv: list[str] | None) -> int:
         rc = exc.exit_code
     except BrokenPipeError:
         raise
-    except (KeyboardInterrupt, click_exc.Abort):
+    except (KeyboardInterrupt, _ABORT):
         rc = 130
     except Exception as exc:  # a bug: one line, never a traceback, unless asked for
         if os.environ.get("KVCALC_DEBUG"):

@@ -168,6 +168,9 @@ class PoolPlan:
         (vLLM kv_cache_planning.py get_kv_cache_config_from_groups: every group aliases the buffer from
         byte 0; block-outermost: each block holds every layer's page side by side; layer-outermost: each
         layer owns a slab of num_blocks pages)."""
+        if self.layout == "exact":
+            raise KvcalcError("engine: the exact engine has no block pool to lay out; use the vllm engine",
+                              param="engine")
         out = []
         for g in self.groups:
             offset = 0

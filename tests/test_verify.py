@@ -1,0 +1,63 @@
+"""kvcalc verify, allocation part: the pool vLLM's plan lays out, allocated for real and measured."""
+
+import pytest
+
+from kvcalc.engines import vllm as V
+from kvcalc.errors import KvcalcError
+from kvcalc.plan import plan
+
+torch = pytest.importorskip("torch")
+
+SMALL = V.Settings(max_num_batched_tokens=256, async_scheduling=False)  # 256 tokens in flight
+
+
+def _small_plan():
+    return plan("deepseek-v4-flash", 1024, precision="fp8", settings=SMALL)
+
+
+def test_allocation_matches_the_plan_by_hand():
+    from kvcalc.verify import verify
+
+    out = verify(_small_plan(), device="cpu")
+    # blocks per request at 1,024 tokens, 256 in flight: 1024/256 = 4 (compressed), two windows of
+    # cdiv(min(127 + 256, 1024), 64) + 1 = 7, c4 states cdiv(7 + 256, 4) + 1 = 67, c128 states
+    # cdiv(127 + 256, 8) + 1 = 49; plus vLLM's null block
+    blocks = 4 + 2 * 7 + 67 + 49 + 1
+    assert out["planned_blocks"] == blocks == 135
+    assert out["planned_bytes"] == out["allocated_bytes"] == 135 * (21 * 37440 + 20 * 1728 + 21 * 8640)
+    assert out["written_bytes"] == 0 and out["verdict"] == "pass"
+    assert out["measured"]["resident_growth_bytes"] >= 0.9 * out["planned_bytes"]  # pages really touched
+    assert out["predicted_bytes"] < out["planned_bytes"]
+
+
+def test_a_planted_extra_page_fails_the_verdict():
+    from kvcalc.verify import verify
+
+    out = verify(_small_plan(), device="cpu", plant_extra_pages=1)
+    assert out["verdict"] == "fail"
+    assert out["allocated_bytes"] - out["planned_bytes"] == out["bytes_per_block"]
+
+
+def test_refusals(cli):
+    from kvcalc.verify import verify
+
+    with pytest.raises(KvcalcError, match="^fill: only 'none'"):
+        verify(_small_plan(), fill="full")
+    with pytest.raises(KvcalcError, match="^engine: "):
+        verify(plan("llama-3.1-8b", 1024, engine="exact"))
+    r = cli("verify", "llama-3.1-8b", "-c", "1k", "--device", "tpu")
+    assert r.code == 2 and r.err.startswith("kvcalc: error: --device: choose cuda or cpu")
+    r = cli("verify", "llama-3.1-8b", "-c", "1M", "--batch", "100000")
+    assert r.code == 2 and "free" in r.err
+
+
+def test_cli_json_contract(cli, tmp_path):
+    report = tmp_path / "v.json"
+    r = cli("verify", "deepseek-v4-flash", "-c", "1k", "-p", "fp8", "--max-num-batched-tokens", "256",
+            "--no-async-scheduling", "--json", "--report", str(report))
+    assert r.code == 0, r.err
+    out = r.json()
+    for key in ("model", "context_tokens", "precision", "engine", "device", "fill", "predicted_bytes",
+                "planned_bytes", "allocated_bytes", "written_bytes", "groups", "verdict"):
+        assert key in out
+    assert report.read_text().startswith("{")
