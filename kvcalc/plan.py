@@ -226,7 +226,7 @@ def check_tp(model: ModelSpec, tp: int) -> None:
                 )
 
 
-def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: bool, tp: int) -> tuple[dict, int]:
+def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: bool, tp: int) -> dict:
     est = estimate(model, context, precision=precision, basis="complete", mtp=mtp)
     out = {}
     for layer in est.layers:
@@ -236,7 +236,7 @@ def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: boo
             if isinstance(spec, FullAttention) and tp > 1:  # heads per rank, replicated when tp > heads
                 b = b // spec.kv_heads * max(1, spec.kv_heads // tp)
             out[(layer.index, c.name)] = b
-    return out, sum(out.values())
+    return out
 
 
 def plan(
@@ -260,7 +260,6 @@ def plan(
     settings = settings or V.Settings()
     prec = spec.precision(precision)
     check_tp(spec, tp)
-    analytic, total = _analytic_by_member(spec, context, prec.name, mtp, tp)
     n_layers = len(spec.layers) + (len(spec.mtp_layers) if mtp else 0)
     stage_layers = set(range(n_layers))
     if stage is not None:
@@ -268,14 +267,21 @@ def plan(
         stage_layers = set(stages[stage])
         if mtp and stage == len(stages) - 1:  # the MTP layers sit after the last main layer
             stage_layers |= set(range(len(spec.layers), n_layers))
-        analytic = {k: v for k, v in analytic.items() if k[0] in stage_layers}
-        total = sum(analytic.values())
+
+    def analytic_at(ctx: int) -> dict:
+        """Exact bytes of each (layer, component) this rank holds at ``ctx`` tokens."""
+        by_member = _analytic_by_member(spec, ctx, prec.name, mtp, tp)
+        return {k: v for k, v in by_member.items() if k[0] in stage_layers}
+
+    analytic = analytic_at(context)
+    total = sum(analytic.values())
     if engine == "exact":
-        return _exact_plan(spec, prec.name, context, settings, analytic, total)
+        return _exact_plan(spec, prec.name, context, analytic, total,
+                           lambda ctx: (sum(analytic_at(ctx).values()),))
     return _vllm_plan(spec, prec, context, settings, mtp, tp, stage_layers, analytic, total)
 
 
-def _exact_plan(spec, precision, context, settings, analytic, total) -> PoolPlan:
+def _exact_plan(spec, precision, context, analytic, total, blocks_at) -> PoolPlan:
     by_comp: dict[str, list] = {}
     for (layer, comp), b in analytic.items():
         by_comp.setdefault(comp, []).append((layer, b))
@@ -286,9 +292,6 @@ def _exact_plan(spec, precision, context, settings, analytic, total) -> PoolPlan
         for i, (comp, rows) in enumerate(by_comp.items())
     )
 
-    def blocks_at(ctx: int, _spec=spec, _p=precision) -> tuple[int, ...]:
-        return (int(estimate(_spec, ctx, precision=_p, basis="complete").per_sequence[0]),)
-
     return PoolPlan("exact", "", spec.name, precision, context, {}, "exact", "one byte per block, no paging", 0,
                     groups, 1, 0, total, (), blocks_at)
 
@@ -296,10 +299,10 @@ def _exact_plan(spec, precision, context, settings, analytic, total) -> PoolPlan
 def _vllm_plan(spec, prec, context, settings, mtp, tp, stage_layers, analytic, total) -> PoolPlan:
     specs, block = V.layer_specs(spec, prec, settings, mtp=mtp, kv_heads_divisor=tp)
     grouped, rule, padding = V.group_layers(specs)
-    grouped = [[s for s in g if s.layer in stage_layers] for g in grouped]
+    kept = [g for g in ([s for s in g if s.layer in stage_layers] for g in grouped) if g]
     in_flight = settings.in_flight
     groups = []
-    for i, members in enumerate(g for g in grouped if g):
+    for i, members in enumerate(kept):
         pages: dict[tuple, list] = {}
         for s in members:
             pages.setdefault((s.component, s.page_bytes, s.real_page_bytes, s.block_size), []).append(s)
@@ -324,7 +327,6 @@ def _vllm_plan(spec, prec, context, settings, mtp, tp, stage_layers, analytic, t
     if not groups:
         raise KvcalcError(f"{spec.name}: no cache layers in this pipeline stage")
     bytes_per_block = max(g.page_bytes for g in groups)
-    kept = [[s for s in g] for g in grouped if g]
 
     def blocks_at(ctx: int) -> tuple[int, ...]:
         return tuple(max(s.blocks_per_request(ctx, in_flight) for s in g) for g in kept)

@@ -162,3 +162,15 @@ def test_tensors_tile_the_block():
     q = plan("llama-3.1-8b", 4096).tensors(num_blocks=5)
     (t,) = q
     assert (t.shape, t.layer_stride, t.block_stride) == ((32, 5, 65536), 5 * 65536, 65536)
+
+
+@pytest.mark.parametrize("engine", ["exact", "vllm"])
+def test_blocks_at_the_plans_context_is_the_plans_count(engine):
+    # the reverse search re-asks the plan at other contexts: it must count the same caches (MTP, tp)
+    for kw in ({"mtp": True}, {"tp": 2}):
+        model = "deepseek-v4-pro" if "mtp" in kw else "llama-3.1-8b"
+        p = plan(model, 65_536, engine=engine, **kw)
+        assert p.blocks_at(65_536) == p.blocks_per_request
+    # V4-Pro's MTP layer is a 128-token window of 584 B entries (fp8): exact bytes grow by 128 x 584
+    with_mtp = plan("deepseek-v4-pro", M, precision="fp8", engine="exact", mtp=True)
+    assert with_mtp.blocks_at(M) == 5_299_115_008 + 128 * 584
