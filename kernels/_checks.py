@@ -62,6 +62,28 @@ def check_tensor(
     return t
 
 
+def check_pages(name: str, t: object, *, device: torch.device | None = None, multiple_of: int = 1) -> torch.Tensor:
+    """A paged cache ``uint8[num_pages, page_bytes]``: bytes of a page contiguous, pages ``t.stride(0)`` bytes
+    apart (>= page_bytes: a view of a larger pool, as an engine's shared buffer, is accepted). With
+    ``multiple_of`` the page bytes, the page stride and the start must be multiples of it (fp32 rows)."""
+    check_tensor(name, t, ndim=2, dtypes=(torch.uint8,), device=device)
+    assert isinstance(t, torch.Tensor)
+    if t.shape[1] > 1 and t.stride(1) != 1:
+        raise ValueError(f"{name}: the bytes of a page must be contiguous, got strides {t.stride()}")
+    if t.shape[0] > 1 and t.stride(0) < t.shape[1]:
+        raise ValueError(f"{name}: pages overlap (page stride {t.stride(0)} < page bytes {t.shape[1]})")
+    m = multiple_of
+    if m > 1 and (t.shape[1] % m or (t.shape[0] > 1 and t.stride(0) % m) or t.data_ptr() % m):
+        raise ValueError(f"{name}: page bytes {t.shape[1]}, page stride {t.stride(0)} and start must be "
+                         f"multiples of {m}")
+    return t
+
+
+def page_stride(t: torch.Tensor) -> int:
+    """Bytes from one page to the next (a one-page view reports its own size)."""
+    return t.stride(0) if t.shape[0] > 1 else t.shape[1]
+
+
 def check_index(name: str, t: object, n: int | None, device: torch.device) -> torch.Tensor:
     """An int32/int64 1-D index tensor (slot mapping, page list) of length n (None: any)."""
     check_tensor(name, t, ndim=1, dtypes=_INT_DTYPES, shape=None if n is None else [n],

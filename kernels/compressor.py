@@ -174,7 +174,7 @@ class CompressorState:
         self.window = self.coff * ratio
         self.row_values = 2 * self.coff * head_dim
         self.row_bytes = 4 * self.row_values
-        C.check_tensor("cache", cache, ndim=2, dtypes=(torch.uint8,), contiguous=True)
+        C.check_pages("cache", cache, multiple_of=4)
         if self.window % block_size:
             raise ValueError(f"block_size: must divide the state window {self.window}, got {block_size}")
         if cache.shape[1] % 4 or cache.shape[1] < block_size * self.row_bytes:
@@ -245,7 +245,7 @@ def save_states(
     _check_rows("ape", ape, ratio, W, dev)
     C.check_index("positions", positions, T, dev)
     C.check_index("slot_mapping", slot_mapping, T, dev)
-    C.check_tensor("state_cache", state_cache, ndim=2, dtypes=(torch.uint8,), contiguous=True, device=dev)
+    C.check_pages("state_cache", state_cache, device=dev, multiple_of=4)
     row_bytes = 8 * W
     if state_cache.shape[1] % 4 or state_cache.shape[1] < block_size * row_bytes:
         raise ValueError(
@@ -258,7 +258,7 @@ def save_states(
         return
     _save_state_kernel[(T,)](
         kv, kv.stride(0), score, score.stride(0), ape, ape.stride(0), positions, slot_mapping,
-        state_cache.view(torch.float32), state_cache.shape[1] // 4, block_size,
+        state_cache.view(torch.float32), C.page_stride(state_cache) // 4, block_size,
         W=W, W_P2=triton.next_power_of_2(W), RATIO=ratio,
     )
 
@@ -342,7 +342,7 @@ def compress(
         st32 = state.fp32()  # also stands in for the absent optional tensors (never read then)
         _compress_kernel[(n,)](
             kv, kv.stride(0), score, score.stride(0), ape, ape.stride(0),
-            st32, state.cache.shape[1] // 4, state.pages, state.block_size,
+            st32, C.page_stride(state.cache) // 4, state.pages, state.block_size,
             norm_weight if norm_weight is not None else st32, float(eps),
             cos_sin if cos_sin is not None else st32, cos_sin.stride(0) if cos_sin is not None else 0,
             out.view(torch.int16) if out_dtype == torch.bfloat16 else out, out.stride(0),

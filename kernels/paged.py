@@ -76,7 +76,7 @@ def allocate_cache(fmt: "str | Format", num_pages: int, block_size: int, *, alig
 
 def _prep(fmt, cache, slot_mapping, block_size, dim, check_bounds):
     f = get_format(fmt, dim)
-    C.check_tensor("cache", cache, ndim=2, dtypes=(torch.uint8,), contiguous=True)
+    C.check_pages("cache", cache)
     dev = cache.device
     C.check_int("block_size", block_size, minimum=1)
     lay = page_layout(f, block_size, 1, page_bytes=cache.shape[1])
@@ -90,7 +90,7 @@ def _launch(records, cache, slots, lay, gather):
     db, sb = _split(lay)
     _records_kernel[(slots.shape[0],)](
         records, records.stride(0), cache, slots,
-        lay.page_bytes, lay.data_stride, lay.scale_base, lay.scale_stride, lay.block_size,
+        C.page_stride(cache), lay.data_stride, lay.scale_base, lay.scale_stride, lay.block_size,
         DB=db, DB_P2=triton.next_power_of_2(db), SB=sb, SB_P2=triton.next_power_of_2(max(sb, 1)),
         GATHER=gather,
     )

@@ -170,9 +170,7 @@ def _layout_for(fmt: Format, cache: torch.Tensor | None, block_size: int | None,
 
 
 def _check_cache(name: str, cache: object, device: torch.device) -> torch.Tensor:
-    C.check_tensor(name, cache, ndim=2, dtypes=(torch.uint8,), contiguous=True, device=device)
-    assert isinstance(cache, torch.Tensor)
-    return cache
+    return C.check_pages(name, cache, device=device)
 
 
 def _kernel_args(fmt: Format, lay: PageLayout) -> tuple[dict, dict]:
@@ -237,7 +235,7 @@ def quantize(
     common, qargs = _kernel_args(f, lay)
     _quant_kernel[(n,)](
         x, x.stride(0), out, slots if slots is not None else out,
-        lay.page_bytes, lay.data_stride, lay.scale_base, lay.scale_stride, lay.block_size,
+        C.page_stride(out), lay.data_stride, lay.scale_base, lay.scale_stride, lay.block_size,
         HAS_SLOTS=slots is not None, NR2_P2=_p2(2 * f.rope_dim), NATIVE_FP8=bool(native_fp8),
         **common, **qargs, **({} if num_warps is None else {"num_warps": num_warps}),
     )
@@ -267,9 +265,10 @@ def dequantize(
     f = get_format(fmt, dim)
     if dim is not None and dim != f.dim:
         raise ValueError(f"dim: {f.name} entries have {f.dim} values, got dim={dim}")
-    C.check_tensor("src", src, ndim=2, dtypes=(torch.uint8,), contiguous=True)
+    C.check_pages("src", src)
     dev = src.device
     if slot_mapping is None:
+        C.check_tensor("src", src, contiguous=True)
         if src.shape[1] != f.entry_bytes:
             raise ValueError(f"src: {f.name} records are {f.entry_bytes} B, got shape {list(src.shape)}")
         lay = record_layout(f)
@@ -287,7 +286,7 @@ def dequantize(
     common, _ = _kernel_args(f, lay)
     _dequant_kernel[(n,)](
         out, out.stride(0), src, slots if slots is not None else src,
-        lay.page_bytes, lay.data_stride, lay.scale_base, lay.scale_stride, lay.block_size,
+        C.page_stride(src), lay.data_stride, lay.scale_base, lay.scale_stride, lay.block_size,
         HAS_SLOTS=slots is not None, NR_P2=_p2(f.rope_dim), **common,
     )
     return out

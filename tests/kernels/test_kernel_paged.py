@@ -178,3 +178,41 @@ def test_save_states_reads_strided_kv_and_score(gen, device):
     got = cache.to(device)
     K.save_states(d[:, :W], d[:, W:], ape.to(device), pos.to(device), got, slots.to(device), bs, ratio)
     assert torch.equal(got.cpu(), want)
+
+
+def test_writers_address_a_view_of_a_shared_pool(gen, device):
+    """An engine carves each layer's pages out of one buffer: pages ``stride`` bytes apart, wider than a page.
+    Writing through such a view must land where a private cache of the same pages puts the bytes, touch
+    nothing else, and read back the same."""
+    fmt, bs = "fp8_ds_mla_v4", 4
+    page = 2880  # 4 entries x 584 B = 2,336 B, rounded up to the 576 B alignment: 5 x 576
+    stride, offset, nblk = 3 * page + 64, page + 8, 5
+    pool = torch.full((offset + (nblk - 1) * stride + page,), 0xA5, dtype=torch.uint8, device=device)
+    view = torch.as_strided(pool, (nblk, page), (stride, 1), offset)
+    alone = torch.full((nblk, page), 0xA5, dtype=torch.uint8, device=device)
+    x = rows(7, 512, gen).to(device)
+    slots = torch.tensor([0, 5, 6, 19, 3, 10, 11], device=device)
+    Q.quantize(x, fmt, cache=view, slot_mapping=slots, block_size=bs)
+    Q.quantize(x, fmt, cache=alone, slot_mapping=slots, block_size=bs)
+    assert torch.equal(view, alone)
+    # 7 records of 584 B written (the pad scale byte is written as 0), nothing between the pages
+    assert int((pool != 0xA5).sum()) == int((alone != 0xA5).sum()) <= 7 * 584
+    for b in range(nblk):
+        gap = pool[offset + b * stride + page: offset + (b + 1) * stride]
+        assert bool((gap == 0xA5).all())
+    got = Q.dequantize(view, fmt, slot_mapping=slots, block_size=bs)
+    assert torch.equal(got, Q.dequantize(alone, fmt, slot_mapping=slots, block_size=bs))
+    # state rows (fp32) through a strided view: page stride and start multiples of 4
+    w, ratio = 256, 4
+    st_page = bs * 8 * w
+    st_pool = torch.zeros(4 + 3 * (st_page + 16) + st_page, dtype=torch.uint8, device=device)
+    st_view = torch.as_strided(st_pool, (4, st_page), (st_page + 16, 1), 4)
+    kv, score = rows(6, w, gen).to(device), rows(6, w, gen).to(device)
+    ape = rows(ratio, w, gen).to(device)
+    pos = torch.arange(6, device=device)
+    sl = torch.tensor([1, 2, 3, 4, 9, 14], device=device)
+    K.save_states(kv, score, ape, pos, st_view, sl, bs, ratio)
+    want = R.save_state_rows_ref(kv, score, ape, pos, ratio).view(torch.uint8)
+    for i, s in enumerate(sl.tolist()):
+        start = 4 + (s // bs) * (st_page + 16) + (s % bs) * 8 * w
+        assert torch.equal(st_pool[start:start + 8 * w], want[i])
