@@ -145,7 +145,8 @@ def error_bound(x: torch.Tensor, fmt: "str | Format") -> torch.Tensor:
 
     fp8 e4m3: half an ulp, 2**-4 relative for normal numbers, plus 2**-10 * scale for the subnormal
     range.  e2m1 (grid spacing 0.5 below 2, 1 below 4, 2 up to 6): ``scale * max(1/4, |x/scale| / 4)``.
-    bf16 (RoPE part and plain bf16): 2**-9 relative, half an ulp.  When the format rounds fp32 input to
+    bf16 (RoPE part and plain bf16): half an ulp, at most 2**-8 relative (bf16 keeps 8 significant bits, so half an ulp is
+    2**-8 of the value just above a power of two).  When the format rounds fp32 input to
     bf16 first, the bound is taken around the rounded values and the rounding error ``|x - bf16(x)|`` added.
     """
     f = get_format(fmt, x.shape[1])
@@ -163,7 +164,7 @@ def error_bound(x: torch.Tensor, fmt: "str | Format") -> torch.Tensor:
             bq = s * torch.maximum(torch.full_like(a, 0.25), a / s / 4)
         b[:, : f.quant_dim] = bq.reshape(n, f.quant_dim)
     if f.rope_dim:
-        b[:, f.quant_dim :] = xf[:, f.quant_dim :].double().abs() * 2.0**-9
+        b[:, f.quant_dim :] = xf[:, f.quant_dim :].double().abs() * 2.0**-8
     return b + (x.double() - xf.double()).abs()
 
 

@@ -37,7 +37,7 @@ FLAGS = {
     "mtp": "--mtp", "tp": "--tp", "pp": "--pp", "dp": "--dp", "gpu": "--gpu", "block_size": "--block-size",
     "kv_memory": "--kv-memory", "weights": "--weights-gib", "reserve": "--reserve-gib", "engine": "--engine",
     "gpu_memory_utilization": "--gpu-memory-utilization", "concurrency": "--concurrency", "device": "--device",
-    "fill": "--fill",
+    "fill": "--fill", "writer": "--writer",
 }
 
 
@@ -245,46 +245,68 @@ def verify(
     model: str = typer.Argument(..., metavar="MODEL"),
     context: str = typer.Option("128k", "--context", "-c", help="max_model_len in tokens."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
-    engine: str = typer.Option("vllm", "--engine", help="vllm or exact: whose pool layout to allocate."),
+    engine: str = typer.Option("vllm", "--engine", help="vllm (the engine's block pool is what gets allocated)."),
     batch: int = typer.Option(1, "--batch", "-b", help="Requests to allocate for."),
     device: str = typer.Option("cpu", "--device", help="cuda or cpu."),
-    fill: str = typer.Option("none", "--fill", help="none (allocation only; the kernel fill is not built yet)."),
-    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", help="vLLM's per-step token budget."),
+    fill: Optional[str] = typer.Option(
+        None, "--fill", help="full (every layer), sample (first and last layer of each page tensor) or none "
+        "(allocation only). Default: full on cuda, sample on cpu."),
+    writer: Optional[str] = typer.Option(
+        None, "--writer", help="triton (the kernels; on a CPU under TRITON_INTERPRET=1, slow) or torch (the "
+        "reference). Default: triton on cuda, torch on cpu."),
+    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", help="vLLM's per-step token budget (the fill's chunk)."),
     async_scheduling: bool = typer.Option(True, "--async-scheduling/--no-async-scheduling", help="Two batches in flight."),
-    report_path: Optional[str] = typer.Option(None, "--report", help="Also write the JSON report to this file (atomically)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks: one process per rank, each allocating its shard."),
+    report_path: Optional[str] = typer.Option(
+        None, "--report", help="Also write the JSON report to this file (atomically); 'auto': reports/verify/<run>.json."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Allocate the planned caches on a device and compare what was allocated with the plan."""
+    """Allocate the planned caches on a device, fill them as a prefill would, and compare what was allocated and
+    written with the prediction."""
     from .config import load_model
     from .engines import vllm as V
-    from .plan import plan
     from .units import parse_tokens
-    from .verify import verify as run_verify
+    from .verify import run as run_verify
 
-    p = plan(load_model(model), parse_tokens(context, "--context"), precision=precision, engine=engine,
-             settings=V.Settings(max_num_batched_tokens=max_num_batched_tokens, async_scheduling=async_scheduling))
-    out = run_verify(p, batch=batch, device=device, fill=fill)
+    spec = load_model(model)
+    ctx = parse_tokens(context, "--context")
+    fill = fill or ("full" if device == "cuda" else "sample")
+    settings = V.Settings(max_num_batched_tokens=max_num_batched_tokens, async_scheduling=async_scheduling)
+    out = run_verify(spec, ctx, precision=precision, engine=engine, settings=settings, batch=batch, device=device,
+                     fill=fill, writer=writer, tp=tp, progress=sys.stderr.isatty() and not as_json)
     if report_path:
-        tmp = f"{report_path}.tmp{os.getpid()}"
-        try:
-            with open(tmp, "w") as f:
-                json.dump(out, f, indent=2)
-            os.replace(tmp, report_path)
-        except OSError as exc:
-            raise KvcalcError(f"--report: cannot write {report_path!r}: {exc.strerror}") from None
+        if report_path == "auto":
+            report_path = os.path.join("reports", "verify", f"{out['model']}-{out['precision']}-{ctx}-{device}-{fill}"
+                                       f"{'-tp%d' % tp if tp > 1 else ''}.json")
+        _write_atomic(report_path, json.dumps(out, indent=2) + "\n", "--report")
     if as_json:
         _print_json(out)
     else:
-        con = _console()
-        con.print(f"{out['model']}, {out['precision']}, {out['context_tokens']:,} tokens x {batch}, engine "
-                  f"{out['engine']} {out['engine_version']}, on {device}, fill {fill}")
-        for key in ("predicted_bytes", "planned_bytes", "allocated_bytes", "written_bytes"):
-            con.print(f"  {key:<16} {out[key]:>20,} B")
-        for c in out["checks"]:
-            con.print(f"  {'pass' if c['pass'] else 'FAIL'}  {c['check']}")
-        con.print(f"Verdict: {out['verdict']}. Not built yet: {out['not_built']}.")
+        from . import report
+
+        report.render_verify(_console(), out)
+    if out["verdict"] == "incomplete":
+        print("kvcalc: interrupted: the report is marked incomplete", file=sys.stderr)
+        raise typer.Exit(130)
     if out["verdict"] != "pass":
         raise typer.Exit(1)
+
+
+def _write_atomic(path: str, text: str, flag: str) -> None:
+    d = os.path.dirname(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        if d:
+            os.makedirs(d, exist_ok=True)
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise KvcalcError(f"{flag}: cannot write {path!r}: {exc.strerror}") from None
 
 
 @app.command()

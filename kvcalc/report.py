@@ -482,3 +482,43 @@ def render_gpus(con, gpus) -> None:
         t.add_row(g.key, g.name, format_bytes(g.memory_bytes), f"{g.memory_bytes:,}", g.basis)
     print_table(con, t)
     con.print("Sources: `kvcalc gpus --json`.")
+
+
+def render_verify(con, out: dict) -> None:
+    """`kvcalc verify`: predicted (exact) vs planned (paged) vs allocated vs written, per group and in total."""
+    eng = f"vLLM {out['engine_version']}" if out["engine"] == "vllm" else out["engine"]
+    writer = f", writer {out['writer']}" if out.get("writer") else ""
+    con.print(f"{out['model']}, {out['precision']}, {_ctx(out['context_tokens'])} x {out['batch']} "
+              f"request{'s' if out['batch'] > 1 else ''}; {eng} pool on {out['device']}; fill {out['fill']}{writer}")
+    g = _table()
+    for name, just in (("group", "left"), ("caches", "left"), ("blocks", "right"), ("predicted", "right"),
+                       ("planned", "right"), ("expected written", "right"), ("written", "right")):
+        g.add_column(name, justify=just, no_wrap=name != "caches", max_width=24 if name == "caches" else None)
+    filled = out["fill"] != "none"
+    for grp in out["groups"]:
+        g.add_row(f"{grp['group']} {grp['kind']}", " + ".join(grp["components"]), f"{grp['blocks']:,}",
+                  f"{grp['predicted_bytes']:,}", f"{grp['planned_bytes']:,}",
+                  f"{grp['expected_written_bytes']:,}" if filled else "-",
+                  f"{grp['written_bytes']:,}" if grp["written_bytes"] is not None else "-")
+    g.add_row("null", "engine's null block", f"{out['planned_blocks'] - sum(x['blocks'] for x in out['groups']):,}",
+              "0", f"{out['planned_bytes'] - sum(x['planned_bytes'] for x in out['groups']):,}", "0" if filled else "-",
+              "")
+    g.add_row("total", "", f"{out['planned_blocks']:,}", f"{out['predicted_bytes']:,}", f"{out['planned_bytes']:,}",
+              f"{out['expected_written_bytes']:,}" if filled else "-",
+              f"{out['written_bytes']:,}" if out["written_bytes"] is not None else "-")
+    print_table(con, g)
+    m = out["measured"]
+    con.print(f"Allocated: {out['allocated_bytes']:,} B storage"
+              + (f"; allocator +{m['allocator_allocated_delta']:,} B allocated, +{m['allocator_reserved_delta']:,} B "
+                 f"reserved; device free -{m['device_free_delta']:,} B" if out["device"] == "cuda" else
+                 f"; resident memory +{m['resident_growth_bytes']:,} B"))
+    if out.get("fill_bytes_per_second"):
+        bw = out["fill_bytes_per_second"] / 2**30
+        ref = out.get("device_copy_bytes_per_second")
+        con.print(f"Fill: {out['seconds']['fill_pass1']:.2f} s per pass, {bw:.2f} GiB/s written"
+                  + (f" ({out['fill_bytes_per_second'] / ref:.0%} of the device's copy bandwidth)" if ref else ""))
+    for c in out["checks"]:
+        con.print(f"  {'pass' if c['pass'] else 'FAIL'}  {c['check']}")
+    con.print("Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = paged blocks "
+              "x bytes per block; written = counted in memory (sentinel).")
+    con.print(f"Verdict: {out['verdict']}.")

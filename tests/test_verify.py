@@ -41,23 +41,45 @@ def test_a_planted_extra_page_fails_the_verdict():
 def test_refusals(cli):
     from kvcalc.verify import verify
 
-    with pytest.raises(KvcalcError, match="^fill: only 'none'"):
-        verify(_small_plan(), fill="full")
+    with pytest.raises(KvcalcError, match="^fill: choose one of none, sample, full"):
+        verify(_small_plan(), fill="most")
     with pytest.raises(KvcalcError, match="^engine: "):
         verify(plan("llama-3.1-8b", 1024, engine="exact"))
+    with pytest.raises(KvcalcError, match=r"^fill: component kv \(full_attention\) has no writer"):
+        verify(plan("llama-3.1-8b", 1024, settings=SMALL), fill="sample")
+    with pytest.raises(KvcalcError, match="^writer: choose triton or torch"):
+        verify(_small_plan(), fill="sample", writer="cuda")
     r = cli("verify", "llama-3.1-8b", "-c", "1k", "--device", "tpu")
     assert r.code == 2 and r.err.startswith("kvcalc: error: --device: choose cuda or cpu")
-    r = cli("verify", "llama-3.1-8b", "-c", "1M", "--batch", "100000")
+    r = cli("verify", "llama-3.1-8b", "-c", "1M", "--batch", "100000", "--fill", "none")
     assert r.code == 2 and "free" in r.err
+    r = cli("verify", "llama-3.1-8b", "-c", "1k", "--fill", "sample")
+    assert r.code == 2 and r.err.startswith("kvcalc: error: --fill: component kv") and "--fill none" in r.err
+    r = cli("verify", "llama-3.1-8b", "-c", "1k", "--tp", "3", "--fill", "none")
+    assert r.code == 2 and r.err.startswith("kvcalc: error: --tp: 3 ranks cannot split the 8 KV heads")
 
 
 def test_cli_json_contract(cli, tmp_path):
     report = tmp_path / "v.json"
     r = cli("verify", "deepseek-v4-flash", "-c", "1k", "-p", "fp8", "--max-num-batched-tokens", "256",
-            "--no-async-scheduling", "--json", "--report", str(report))
+            "--no-async-scheduling", "--fill", "none", "--json", "--report", str(report))
     assert r.code == 0, r.err
     out = r.json()
     for key in ("model", "context_tokens", "precision", "engine", "device", "fill", "predicted_bytes",
                 "planned_bytes", "allocated_bytes", "written_bytes", "groups", "verdict"):
         assert key in out
     assert report.read_text().startswith("{")
+
+
+def test_v4_flash_at_1m_allocates_what_vllm_reserves(cli):
+    """1M tokens, vLLM defaults (8,192 batched tokens, async scheduling: 16,384 in flight). Blocks per
+    request: compressed 2**20 / 256 = 4,096; two windows of cdiv(127 + 16,384, 64) + 1 = 259; c4 states
+    cdiv(7 + 16,384, 4) + 1 = 4,099; c128 states cdiv(127 + 16,384, 8) + 1 = 2,065; + the null block."""
+    r = cli("verify", "deepseek-v4-flash", "-c", "1M", "-p", "fp8", "--fill", "none", "--json")
+    assert r.code == 0, r.err
+    out = r.json()
+    blocks = 4096 + 2 * 259 + 4099 + 2065 + 1
+    assert out["planned_blocks"] == blocks == 10779
+    assert out["allocated_bytes"] == out["planned_bytes"] == blocks * 1_002_240
+    assert out["measured"]["resident_growth_bytes"] >= 0.95 * out["planned_bytes"]
+    assert out["written_bytes"] == 0 and out["verdict"] == "pass"

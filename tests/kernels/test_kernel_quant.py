@@ -294,3 +294,15 @@ def test_fused_paged_write_at_awkward_sizes(name, n, block_size, alignment, gen,
     back = P.gather_records(got.to(device), name, slots.to(device), block_size, dim=f.dim).cpu()
     recs[n // 2] = 0
     assert torch.equal(back, recs)
+
+
+def test_error_bound_covers_bf16_rounding_just_above_a_power_of_two():
+    """V3.2 fp8_ds_mla keeps fp32 input and stores the RoPE part in bf16. 8.53 lies between the bf16 values
+    8.5 and 8.5625 (ulp 2**-4 in [8, 16)) and rounds to 8.5: an error of 0.03, more than 2**-9 of the value
+    (0.0167) but within half an ulp, 2**-8 of it (0.0333)."""
+    x = torch.zeros(1, 576)
+    x[0, 575] = 8.53
+    got = R.dequantize_ref(R.quantize_ref(x, "fp8_ds_mla"), "fp8_ds_mla")[0, 575].item()
+    assert got == 8.5
+    bound = R.error_bound(x, "fp8_ds_mla")[0, 575].item()
+    assert abs(8.53 - got) <= bound and bound == pytest.approx(8.53 * 2.0**-8, rel=1e-6)
