@@ -37,7 +37,7 @@ FLAGS = {
     "mtp": "--mtp", "tp": "--tp", "pp": "--pp", "dp": "--dp", "gpu": "--gpu", "block_size": "--block-size",
     "kv_memory": "--kv-memory", "weights": "--weights-gib", "reserve": "--reserve-gib", "engine": "--engine",
     "gpu_memory_utilization": "--gpu-memory-utilization", "concurrency": "--concurrency", "device": "--device",
-    "fill": "--fill", "writer": "--writer",
+    "fill": "--fill", "writer": "--writer", "file": "FILE",
 }
 
 
@@ -307,6 +307,39 @@ def _write_atomic(path: str, text: str, flag: str) -> None:
         except OSError:
             pass
         raise KvcalcError(f"{flag}: cannot write {path!r}: {exc.strerror}") from None
+
+
+@app.command("check-log")
+def check_log_cmd(
+    file: str = typer.Argument(..., metavar="FILE", help="A vLLM start-up log ('-' reads stdin)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="kvcalc model (default: matched by the log's Hugging Face id)."),
+    precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision (default: from the log's kv_cache_dtype)."),
+    max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens", help="Default: from the log, else 8192."),
+    async_scheduling: bool = typer.Option(True, "--async-scheduling/--no-async-scheduling", help="Two batches in flight."),
+    block_size: Optional[int] = typer.Option(None, "--block-size", help="Default: from the log, else the backend's."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Compare a vLLM start-up log's KV cache figures with kvcalc's plan for the same settings."""
+    from .checklog import check_log
+
+    if file == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            with open(file, encoding="utf-8", errors="replace") as f:
+                text = f.read(64 << 20)
+        except OSError as exc:
+            raise KvcalcError(f"FILE: cannot read {file!r}: {exc.strerror}") from None
+    out = check_log(text, file, model=model, precision=precision, max_num_batched_tokens=max_num_batched_tokens,
+                    async_scheduling=async_scheduling, block_size=block_size)
+    if as_json:
+        _print_json(out)
+    else:
+        from . import report
+
+        report.render_check_log(_console(), out)
+    if out["verdict"] == "differs":
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -522,3 +522,22 @@ def render_verify(con, out: dict) -> None:
     con.print("Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = paged blocks "
               "x bytes per block; written = counted in memory (sentinel).")
     con.print(f"Verdict: {out['verdict']}.")
+
+
+def render_check_log(con, out: dict) -> None:
+    ver = out["log_vllm_version"] or "version not logged"
+    con.print(f"{out['file']}: {out['log_model'] or 'model not logged'} (vLLM {ver}) as kvcalc {out['model']}, "
+              f"{out['precision']}, max_model_len {_ctx(out['context_tokens'])}; kvcalc plans vLLM "
+              f"{out['kvcalc_vllm_version']}")
+    t = _table()
+    t.add_column("figure")
+    t.add_column("log", justify="right")
+    t.add_column("kvcalc", justify="right")
+    t.add_column("")
+    for r in out["rows"]:
+        mark = "" if r["agrees"] is None else ("agrees" if r["agrees"] else "DIFFERS")
+        t.add_row(r["figure"] + (f" (line {r['line']})" if r["line"] else ""), r["logged"], r["kvcalc"], mark)
+    print_table(con, t)
+    for n in out["notes"]:
+        con.print(f"Note: {n}")
+    con.print(f"Verdict: {out['verdict']}.")

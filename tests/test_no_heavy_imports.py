@@ -24,7 +24,8 @@ from kvcalc.cli import main
 for argv in (["estimate", "--context", "1M", "--json"], ["estimate", "deepseek-v4-pro", "--by-layer"],
              ["compare", "deepseek-v3.2", "deepseek-v4-pro"], ["show", "deepseek-v4-flash"], ["claims"],
              ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--tp", "8", "-p", "fp8", "--json"],
-             ["capacity", "llama-3.1-8b", "--kv-memory", "40GiB", "-c", "8k", "--concurrency", "4"], ["gpus"]):
+             ["capacity", "llama-3.1-8b", "--kv-memory", "40GiB", "-c", "8k", "--concurrency", "4"], ["gpus"],
+             ["check-log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"]):
     try:
         main(argv)
     except SystemExit as exc:

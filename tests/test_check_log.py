@@ -1,0 +1,66 @@
+"""kvcalc check-log: vLLM start-up logs (published excerpts and hand-written ones) against the plan."""
+
+from pathlib import Path
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+
+
+def test_published_pr12569_block_count(cli):
+    # "# GPU blocks: 1381", "Maximum concurrency for 2048 tokens per request: 10.79x": Llama-3.1-70B at
+    # 2,048 tokens needs 2048 / 16 = 128 blocks; 1381 / 128 = 10.789 -> "10.79x"
+    r = cli("check-log", str(LOGS / "pr12569-llama-3.1-70b.log"), "-m", "llama-3.1-70b", "-p", "bf16", "--json")
+    assert r.code == 0, r.err
+    out = r.json()
+    conc = next(x for x in out["rows"] if x["figure"].startswith("Maximum concurrency"))
+    assert conc["logged"] == "10.79x" and conc["kvcalc"] == "10.79x" and conc["agrees"] is True
+    assert out["verdict"] == "agrees"
+
+
+def test_published_pr13596_token_count(cli):
+    # 2,042,016 tokens at 2,048 per request: 2,042,016 / 16 = 127,626 blocks; / 128 blocks = 997.078 -> 997.08x
+    r = cli("check-log", str(LOGS / "pr13596-llama-3.1-8b.log"), "-m", "llama-3.1-8b", "-p", "bf16", "--json")
+    assert r.code == 0, r.err
+    out = r.json()
+    rows = {x["figure"].split(" (")[0]: x for x in out["rows"]}
+    assert rows["GPU KV cache size"]["kvcalc"] == "127,626 blocks"
+    assert rows["Maximum concurrency at 2,048"]["kvcalc"] == "997.08x"
+    assert out["verdict"] == "agrees"
+
+
+def test_synthetic_033_log_matched_by_hugging_face_id(cli):
+    # the model, context, dtype and batched tokens come from the log itself (no flags)
+    r = cli("check-log", str(LOGS / "synthetic-0.33-llama-3.1-8b.log"), "--json")
+    assert r.code == 0, r.err
+    out = r.json()
+    assert out["model"] == "llama-3.1-8b" and out["precision"] == "bf16" and out["context_tokens"] == 131072
+    assert out["settings"]["max_num_batched_tokens"] == 8192 and out["log_vllm_version"] == "0.33.0"
+    rows = {x["figure"].split(" (")[0]: x for x in out["rows"]}
+    # 20.00 GiB stands for 19.995 .. 20.005 GiB: 21,469,467,771 .. 21,480,205,189 B
+    assert rows["KV pool per GPU"]["kvcalc"] == "21,469,467,771 .. 21,480,205,189 B"
+    # / 2 MiB blocks: 10,237 .. 10,242 blocks -> x 16 tokens
+    assert rows["blocks in the pool"]["kvcalc"] == "10,237 .. 10,242"
+    assert rows["GPU KV cache size"]["kvcalc"] == f"{10237 * 16:,} .. {10242 * 16:,}"
+    assert out["verdict"] == "agrees"
+
+
+def test_a_wrong_log_figure_is_reported(cli):
+    r = cli("check-log", str(LOGS / "synthetic-0.33-llama-3.1-8b-wrong.log"))
+    assert r.code == 1
+    assert "DIFFERS" in r.out and "Verdict: differs." in r.out
+
+
+def test_refusals(cli, tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_text("INFO nothing about caches here\n")
+    r = cli("check-log", str(empty), "-m", "llama-3.1-8b")
+    assert r.code == 2 and r.err.startswith(f"kvcalc: error: {empty}: no vLLM KV cache lines found")
+    assert r.err.count("\n") == 1
+    unknown = tmp_path / "u.log"
+    unknown.write_text((LOGS / "synthetic-0.33-llama-3.1-8b.log").read_text().replace("meta-llama/Llama-3.1-8B",
+                                                                                      "acme/Unknown-9B"))
+    r = cli("check-log", str(unknown))
+    assert r.code == 2 and "matches no kvcalc config" in r.err and "--model" in r.err
+    r = cli("check-log", str(tmp_path / "missing.log"))
+    assert r.code == 2 and r.err.startswith("kvcalc: error: FILE: cannot read")
+    r = cli("check-log", str(LOGS / "pr13596-llama-3.1-8b.log"), "-m", "llama-3.1-8b")
+    assert r.code == 2 and r.err.startswith("kvcalc: error: --precision: the log's kv_cache_dtype")
