@@ -64,29 +64,40 @@ def _block_tables(torch, p, batch, device):
     return tables, ranges
 
 
-def _count(torch, buf, tensors, ranges, p, pred) -> dict:
-    """Bytes satisfying ``pred`` in: the whole buffer, each group's real page bytes over its requests'
+def _counter(torch, sentinel: int, equal: bool):
+    """Bytes of a tensor that differ from (``equal=False``) or equal (``equal=True``) ``sentinel``:
+    count_nonzero of ``x ^ sentinel`` (one pass, several times faster than summing a bool mask)."""
+    def count(x) -> int:
+        if x.numel() == 0:
+            return 0
+        n = int(torch.count_nonzero(x ^ sentinel))
+        return x.numel() - n if equal else n
+    return count
+
+
+def _count(torch, buf, tensors, ranges, p, count) -> dict:
+    """Bytes ``count`` finds in: the whole buffer, each group's real page bytes over its requests'
     blocks, each group's page padding, and every view's null-block page(s). Scans in slices, no full-size
     temporary. Bytes outside every view's pages show as ``total`` minus the rest."""
     flat = buf.view(-1)
     nb = buf.shape[0]
     step = max(1, (64 << 20) // p.bytes_per_block)
-    total = sum(int(pred(buf[i:i + step]).sum()) for i in range(0, nb, step))
+    total = sum(count(buf[i:i + step]) for i in range(0, nb, step))
     null = 0
     data = {g.index: 0 for g in p.groups}
     pad = {g.index: 0 for g in p.groups}
     for t in tensors:
         for i in range(len(t.layers)):
             view = torch.as_strided(flat, (nb, t.page_bytes), (t.block_stride, 1), t.offset + i * t.layer_stride)
-            null += int(pred(view[:p.null_blocks]).sum())
+            null += count(view[:p.null_blocks])
             for (r, g), (b0, n) in ranges.items():
                 if g != t.group:
                     continue
                 for a in range(b0, b0 + n, step):
                     rows = view[a:min(b0 + n, a + step)]
-                    data[g] += int(pred(rows[:, :t.real_page_bytes]).sum())
+                    data[g] += count(rows[:, :t.real_page_bytes])
                     if t.page_bytes > t.real_page_bytes:
-                        pad[g] += int(pred(rows[:, t.real_page_bytes:]).sum())
+                        pad[g] += count(rows[:, t.real_page_bytes:])
     return {"total": total, "null": null, "data": data, "padding": pad}
 
 
@@ -219,7 +230,7 @@ def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", w
                 seconds["fill_pass1"] = time.perf_counter() - t1
                 if plant_stray_write:
                     buf[0, 0] = 0
-                counts = _count(torch, buf, tensors, ranges, p, lambda x: x != SENTINEL)
+                counts = _count(torch, buf, tensors, ranges, p, _counter(torch, SENTINEL, equal=False))
                 readback = job.readback()
                 t2 = time.perf_counter()
                 step = max(1, (64 << 20) // p.bytes_per_block)
@@ -230,13 +241,14 @@ def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", w
                 seconds["fill_pass2"] = time.perf_counter() - t2
             finally:
                 bar.close()
-            counts = _add(counts, _count(torch, buf, tensors, ranges, p, lambda x: x == SENTINEL))
+            counts = _add(counts, _count(torch, buf, tensors, ranges, p, _counter(torch, SENTINEL, equal=True)))
             fill_info = {"writer": w.name, "chunk_tokens": chunk, "jobs": len(job.jobs),
                          "layers": "every layer" if fill == "full" else "first and last layer of each page tensor",
                          "tokens_per_pass": job.total_tokens}
         else:  # nothing was written: the whole-buffer count says so (per-group counts would all be 0)
             step = max(1, (256 << 20) // p.bytes_per_block)
-            total = sum(int(torch.count_nonzero(buf[i:i + step] != SENTINEL)) for i in range(0, buf.shape[0], step))
+            count = _counter(torch, SENTINEL, equal=False)
+            total = sum(count(buf[i:i + step]) for i in range(0, buf.shape[0], step))
             counts = {"total": total, "null": 0, "data": {g.index: 0 for g in p.groups},
                       "padding": {g.index: 0 for g in p.groups}}
     except KeyboardInterrupt:

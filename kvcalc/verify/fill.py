@@ -45,18 +45,23 @@ TOLERANCES = {
 _M1, _M2, _M3 = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D
 
 
-def synth(torch, salt: int, positions, width: int):
-    """Deterministic inputs: a 32-bit integer hash of (salt, position, channel) mapped to [-1, 1) and scaled
-    by 2**((p % 9) - 4) per row, so block scales vary. Integer arithmetic only: the same values on every
-    device, and any slice can be regenerated for the read-back."""
-    p = positions.to(torch.int64)
-    idx = (p[:, None] * width + torch.arange(width, device=p.device)) & 0x7FFFFFFF
-    h = (idx * _M1 + (salt & 0x7FFFFFFF)) & 0xFFFFFFFF
-    h = h ^ (h >> 15)
-    h = (h * _M2) & 0xFFFFFFFF
-    h = h ^ (h >> 13)
-    h = (h * _M3) & 0xFFFFFFFF
+def _mix(torch, h):
+    """A 32-bit integer finaliser (xorshift-multiply), on int64 holding values below 2**32."""
     h = h ^ (h >> 16)
+    h = (h * _M2) & 0xFFFFFFFF
+    return h ^ (h >> 13)
+
+
+def synth(torch, salt: int, positions, width: int):
+    """Deterministic inputs: a 32-bit integer hash of (salt, position) and of the channel, combined and
+    mixed once more, mapped to [-1, 1) and scaled by 2**((p % 9) - 4) per row, so block scales vary.
+    Integer arithmetic only: the same values on every device, and any slice can be regenerated for the
+    read-back."""
+    p = positions.to(torch.int64)
+    rows = _mix(torch, (p * _M1 + (salt & 0x7FFFFFFF)) & 0xFFFFFFFF)
+    cols = _mix(torch, (torch.arange(width, device=p.device) * _M3 + 0x3C6EF372) & 0xFFFFFFFF)
+    h = ((rows[:, None] ^ cols) * _M1) & 0xFFFFFFFF
+    h = h ^ (h >> 15)
     u = h.to(torch.float32) * (2.0 ** -31) - 1.0
     amp = torch.ldexp(torch.ones_like(p, dtype=torch.float32), (p % 9 - 4).to(torch.int32))
     return u * amp[:, None]
@@ -192,44 +197,51 @@ class TritonWriter:
             K.quantize(ent, job.fmt, cache=ctx.view(job), slot_mapping=slots, block_size=job.block_size)
 
 
-def _cols(torch, slots, bs, f):
-    """(page index, [N, bytes] column indices) of each record's data and scale parts, from the layout."""
-    page = slots // bs
-    pos = slots % bs
+def _parts(torch, view, bs, f):
+    """The page split into per-entry slots: ``(record start, record end, [blocks, bs, part bytes] view)`` for
+    each part of a record (split pages: every entry's data part, then every entry's scale part)."""
+    nb, stride, base = view.shape[0], view.stride(0), view.storage_offset()
+    flat = view.as_strided((view.untyped_storage().nbytes(),), (1,), 0)
+
+    def slots(offset, width):
+        return torch.as_strided(flat, (nb, bs, width), (stride, width, 1), base + offset)
+
     if f.split_pages and f.scale_part_bytes:
         d, sp = f.data_bytes, f.scale_part_bytes
-        dc = pos[:, None] * d + torch.arange(d, device=slots.device)
-        sc = bs * d + pos[:, None] * sp + torch.arange(sp, device=slots.device)
-        return page, [(0, d, dc), (d, d + sp, sc)]
-    e = f.entry_bytes
-    return page, [(0, e, pos[:, None] * e + torch.arange(e, device=slots.device))]
+        return [(0, d, slots(0, d)), (d, d + sp, slots(bs * d, sp))]
+    return [(0, f.entry_bytes, slots(0, f.entry_bytes))]
 
 
 def scatter(torch, rec, view, slots, bs, f):
     keep = slots >= 0
     rec, slots = rec[keep], slots[keep]
-    page, parts = _cols(torch, slots, bs, f)
-    for a, b, cols in parts:
-        view[page[:, None], cols] = rec[:, a:b]
+    page, pos = slots // bs, slots % bs
+    for a, b, v3 in _parts(torch, view, bs, f):
+        v3[page, pos] = rec[:, a:b]
 
 
 def gather(torch, view, slots, bs, f):
-    page, parts = _cols(torch, slots, bs, f)
-    return torch.cat([view[page[:, None], cols] for _, _, cols in parts], dim=1)
+    page, pos = slots // bs, slots % bs
+    return torch.cat([v3[page, pos] for _, _, v3 in _parts(torch, view, bs, f)], dim=1)
+
+
+class _Raw:
+    """Fixed-width rows back to back in a page (compressor state)."""
+
+    split_pages = False
+    scale_part_bytes = 0
+
+    def __init__(self, width: int):
+        self.entry_bytes = width
 
 
 def scatter_raw(torch, rows, view, slots, bs):
     rb = rows.contiguous().view(torch.uint8).reshape(rows.shape[0], -1)
-    w = rb.shape[1]
-    keep = slots >= 0
-    rb, slots = rb[keep], slots[keep]
-    cols = (slots % bs)[:, None] * w + torch.arange(w, device=slots.device)
-    view[(slots // bs)[:, None], cols] = rb
+    scatter(torch, rb, view, slots, bs, _Raw(rb.shape[1]))
 
 
 def gather_raw(torch, view, slots, bs, width_bytes):
-    cols = (slots % bs)[:, None] * width_bytes + torch.arange(width_bytes, device=slots.device)
-    return view[(slots // bs)[:, None], cols]
+    return gather(torch, view, slots, bs, _Raw(width_bytes))
 
 
 def load_backend(name: str, device: str):
