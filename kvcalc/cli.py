@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from typing import List, Optional
+from pathlib import Path
 
 import typer
 
@@ -97,6 +98,7 @@ def estimate(
     mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s) (speculative decoding on)."),
     by_layer: bool = typer.Option(False, "--by-layer", help="One row per layer instead of per layer kind."),
     vs: Optional[str] = typer.Option(None, "--vs", help="Reference model for the ratio column."),
+    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON: a list, one object per model, precision and context."),
 ) -> None:
     """KV cache bytes per sequence at a context length, with a per-layer breakdown and its basis."""
@@ -104,6 +106,8 @@ def estimate(
     from .units import parse_token_list
 
     contexts = parse_token_list(context)
+    if hf is not None:
+        models = [*(models or []), _hf_path(hf)]
     headline = not models
     if headline:
         models = list(report.HEADLINE_MODELS)
@@ -159,7 +163,8 @@ def compare(
 
 @app.command()
 def capacity(
-    model: str = typer.Argument(..., metavar="MODEL"),
+    model: Optional[str] = typer.Argument(None, metavar="MODEL", show_default=False),
+    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
     context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: 1M, or with --concurrency the model's max_context)."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
     engine: str = typer.Option("vllm", "--engine", help="vllm (paged, as vLLM plans it) or exact (no paging)."),
@@ -188,7 +193,7 @@ def capacity(
     from .engines import vllm as V
     from .units import parse_bytes, parse_tokens
 
-    spec = load_model(model)
+    spec = load_model(_one_model(model, hf))
     if engine not in ("vllm", "exact"):
         raise KvcalcError(f"--engine: unknown engine {engine!r}; choose vllm or exact")
     if indexer_dtype not in V.INDEXER_DTYPES:
@@ -242,7 +247,8 @@ def capacity(
 
 @app.command()
 def verify(
-    model: str = typer.Argument(..., metavar="MODEL"),
+    model: Optional[str] = typer.Argument(None, metavar="MODEL", show_default=False),
+    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
     context: str = typer.Option("128k", "--context", "-c", help="max_model_len in tokens."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
     engine: str = typer.Option("vllm", "--engine", help="vllm (the engine's block pool is what gets allocated)."),
@@ -268,7 +274,7 @@ def verify(
     from .units import parse_tokens
     from .verify import run as run_verify
 
-    spec = load_model(model)
+    spec = load_model(_one_model(model, hf))
     ctx = parse_tokens(context, "--context")
     fill = fill or ("full" if device == "cuda" else "sample")
     settings = V.Settings(max_num_batched_tokens=max_num_batched_tokens, async_scheduling=async_scheduling)
@@ -290,6 +296,43 @@ def verify(
         raise typer.Exit(130)
     if out["verdict"] != "pass":
         raise typer.Exit(1)
+
+
+def _hf_path(hf: str) -> str:
+    """--hf names a config.json or a folder holding one; load_model imports either."""
+    p = Path(hf)
+    if not (hf.endswith(".json") or (p.is_dir() and (p / "config.json").is_file())):
+        raise KvcalcError(f"--hf: {hf!r} is neither a config.json nor a folder holding one")
+    return hf
+
+
+def _one_model(model: Optional[str], hf: Optional[str]) -> str:
+    if (model is None) == (hf is None):
+        raise KvcalcError("MODEL: give a model (a name or a YAML path) or --hf CONFIG.json, one of the two")
+    return model if model is not None else _hf_path(hf)
+
+
+@app.command("import-hf")
+def import_hf(
+    config: str = typer.Argument(..., metavar="CONFIG", help="A Hugging Face config.json, or a folder holding one."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the YAML here (atomically); default: stdout."),
+    name: Optional[str] = typer.Option(None, "--name", help="Model name (default: the output file's stem, else the config's)."),
+) -> None:
+    """Turn a Hugging Face config.json into a kvcalc model config, every value citing its field."""
+    from .config import parse_model
+    from .importhf import import_config, read_config, to_yaml
+
+    data, file = read_config(config)
+    if name is None and output:
+        name = Path(output).stem
+    cfg = import_config(data, file, name)
+    parse_model(cfg, file)  # the loader's own checks, before anything is written
+    text = to_yaml(cfg)
+    if output:
+        _write_atomic(output, text, "--output")
+        print(f"kvcalc: wrote {output} ({cfg['name']}: {cfg['description']})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
 
 
 def _write_atomic(path: str, text: str, flag: str) -> None:
@@ -370,14 +413,15 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
 
 @app.command()
 def show(
-    model: str = typer.Argument(..., metavar="MODEL"),
+    model: Optional[str] = typer.Argument(None, metavar="MODEL", show_default=False),
+    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show a model's resolved layout: components, formats per precision, layer by layer, with sources."""
     from . import report
     from .config import load_model
 
-    spec = load_model(model)
+    spec = load_model(_one_model(model, hf))
     if as_json:
         _print_json(report.model_json(spec, full=True))
         return

@@ -466,7 +466,8 @@ _CACHE: dict[str, ModelSpec] = {}
 
 
 def load_model(name_or_path: str, what: str = "model") -> ModelSpec:
-    """A shipped config by name (``deepseek-v4-pro``) or any YAML file by path. ``what`` names the
+    """A shipped config by name (``deepseek-v4-pro``), any YAML file by path, or a Hugging Face
+    ``config.json`` (or a folder holding one: imported by :mod:`kvcalc.importhf`). ``what`` names the
     argument in error messages."""
     key = str(name_or_path)
     if key in _CACHE:
@@ -474,6 +475,14 @@ def load_model(name_or_path: str, what: str = "model") -> ModelSpec:
     candidate = Path(key)
     if not key.strip():
         raise KvcalcError(f"{what}: empty model name", param=what)
+    if key.endswith(".json") or (candidate.is_dir() and (candidate / "config.json").is_file()):
+        from .importhf import load_hf  # a Hugging Face config.json, imported on the fly
+
+        if not candidate.exists():
+            raise KvcalcError(f"{what}: no such config file {key!r}", param=what)
+        model = load_hf(candidate)
+        _CACHE[key] = model
+        return model
     if key.endswith((".yaml", ".yml")) or candidate.exists() or "/" in key:
         path = candidate
         if path.is_dir():

@@ -1,0 +1,348 @@
+"""`kvcalc import-hf`: a Hugging Face ``config.json`` turned into a kvcalc model config.
+
+The importer reads the structure the config declares and copies every value it states (``head_dim`` when the
+config has one, never ``hidden_size / heads`` then); a value it must derive says so in its source. What it
+does not understand fails closed: an unknown ``model_type``, a layer type it has no cache kind for, a field it
+needs but the file lacks, each one line naming the field, and the list of families it knows.
+
+Families (``model_type``; nested ``text_config`` read for multimodal checkpoints):
+
+* full / sliding-window attention (GQA, MQA, MHA): llama (Llama 2, 3, 3.1), mistral (global
+  ``sliding_window``), mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, phi3 (Phi-3, Phi-4), gemma, gemma2 and
+  gemma3 (local/global patterns; the default pattern when the config omits it), gpt_oss (``layer_types``);
+* MLA: deepseek_v2, deepseek_v3, kimi_k2 (``kv_lora_rank + qk_rope_head_dim``, MTP layers);
+* MLA + indexer (DSA): deepseek_v32, glm_moe_dsa;
+* DeepSeek V4 (deepseek_v4): ``compress_ratios`` per layer (0 window only, 4 c4a, 128 c128a), the window in
+  every layer, compressor state, MTP layers.
+
+Torch-free, like the rest of the core. Pure function of the JSON: no network.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from .errors import KvcalcError
+
+GQA = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "gemma", "gemma2",
+       "gemma3", "gemma3_text", "gpt_oss"}
+MLA = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
+DSA = {"deepseek_v32", "glm_moe_dsa"}
+V4 = {"deepseek_v4"}
+SUPPORTED = sorted(GQA | MLA | DSA | V4)
+
+_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def _fail(msg: str) -> KvcalcError:
+    return KvcalcError(msg, param="config")
+
+
+def read_config(path: str | Path) -> tuple[dict, str]:
+    """A config.json (or a directory holding one) as a dict. Real files carry ``Infinity`` / ``NaN``; the
+    JSON reader accepts them."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        if p.stat().st_size > MAX_CONFIG_BYTES:
+            raise _fail(f"{p}: larger than {MAX_CONFIG_BYTES >> 20} MiB; not a model config")
+        with open(p, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise _fail(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _fail(f"{p}: not UTF-8 text") from None
+    except (ValueError, RecursionError) as exc:
+        raise _fail(f"{p}: not valid JSON ({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(data, dict):
+        raise _fail(f"{p}: must hold a JSON object, got {type(data).__name__}")
+    return data, str(p)
+
+
+class _Fields:
+    """The config's fields, with the name each is cited by (``text_config.head_dim``)."""
+
+    def __init__(self, top: dict, file: str):
+        self.top, self.file = top, file
+        tc = top.get("text_config")
+        self.inner = tc if isinstance(tc, dict) else None
+        self.prefix = "text_config." if self.inner is not None else ""
+        self.cfg = self.inner if self.inner is not None else top
+
+    def has(self, key: str) -> bool:
+        return self.cfg.get(key) is not None
+
+    def src(self, key: str) -> str:
+        return f"config.json {self.prefix}{key}"
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        v = self.cfg.get(key)
+        return default if v is None else v
+
+    def int(self, key: str, minimum: int = 1, default: int | None = None) -> int:
+        v = self.cfg.get(key)
+        if v is None:
+            if default is not None:
+                return default
+            raise _fail(f"{self.file}: {self.prefix}{key}: required for this model type, missing")
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum or v > 1 << 40:
+            raise _fail(f"{self.file}: {self.prefix}{key}: expected an integer >= {minimum}, got {v!r}")
+        return v
+
+    def value(self, key: str, minimum: int = 1) -> dict:
+        return {"value": self.int(key, minimum), "source": self.src(key)}
+
+
+def model_type(fields: _Fields) -> str:
+    mt = fields.cfg.get("model_type") or fields.top.get("model_type")
+    if not isinstance(mt, str) or not mt:
+        raise _fail(f"{fields.file}: model_type: missing; kvcalc reads the family from it (supported: "
+                    f"{', '.join(SUPPORTED)})")
+    return mt
+
+
+def _name_for(fields: _Fields, name: str | None) -> str:
+    if name is None:
+        raw = fields.top.get("_name_or_path") or Path(fields.file).parent.name or "imported-model"
+        name = str(raw).rstrip("/").split("/")[-1].lower()
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "imported-model"
+    if not _NAME_OK.match(name):
+        raise _fail(f"name: {name!r} is not a usable model name (letters, digits, . _ -; at most 100)")
+    return name
+
+
+def _gqa_precisions(fields: _Fields) -> dict:
+    return {
+        "bf16": {"kv": "bf16"},
+        "fp16": {"kv": "fp16"},
+        "fp8": {"kv": "fp8_e4m3", "source": "vLLM --kv-cache-dtype fp8 (per-tensor scales, 1 B per value)"},
+    }
+
+
+def _layer_types(fields: _Fields, mt: str, n: int) -> tuple[list[str], str]:
+    """Per-layer 'full_attention' / 'sliding_attention', and where that came from."""
+    lt = fields.raw("layer_types")
+    if lt is not None:
+        if not isinstance(lt, list) or len(lt) != n:
+            raise _fail(f"{fields.file}: {fields.prefix}layer_types: must list {n} layer types (num_hidden_layers), "
+                        f"got {len(lt) if isinstance(lt, list) else type(lt).__name__}")
+        for i, t in enumerate(lt):
+            if t not in ("full_attention", "sliding_attention"):
+                raise _fail(f"{fields.file}: {fields.prefix}layer_types[{i}]: {t!r} has no kvcalc cache kind yet "
+                            "(known: full_attention, sliding_attention)")
+        return list(lt), fields.src("layer_types")
+    if mt == "gemma2":
+        return (["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)],
+                "transformers Gemma2Config: even layers local (sliding), odd layers global")
+    if mt in ("gemma3", "gemma3_text"):
+        if fields.has("sliding_window_pattern"):
+            k, how = fields.int("sliding_window_pattern"), fields.src("sliding_window_pattern")
+        else:
+            k, how = 6, "transformers Gemma3TextConfig default sliding_window_pattern 6 (the config omits it)"
+        return ["sliding_attention" if (i + 1) % k else "full_attention" for i in range(n)], \
+            f"{how}: every {k}th layer global"
+    if mt in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+        if fields.raw("use_sliding_window", False) and fields.has("sliding_window"):
+            m = fields.int("max_window_layers", minimum=0)
+            return (["sliding_attention" if i >= m else "full_attention" for i in range(n)],
+                    f"{fields.src('use_sliding_window')} true: layers from max_window_layers ({m}) on slide "
+                    "(transformers Qwen2Config)")
+        return ["full_attention"] * n, f"{fields.src('use_sliding_window')} false or absent: every layer full"
+    if mt in ("mistral", "mixtral", "phi3") and fields.has("sliding_window"):
+        return ["sliding_attention"] * n, f"{fields.src('sliding_window')} set: every layer slides"
+    if mt == "gemma" or mt == "llama" or mt in ("mistral", "mixtral", "phi3"):
+        return ["full_attention"] * n, "no sliding window in the config: every layer full"
+    raise _fail(f"{fields.file}: layer_types: {mt} configs state their layer types; this one has none")
+
+
+def _head_dim(fields: _Fields) -> dict:
+    if fields.has("head_dim"):
+        return fields.value("head_dim")
+    hidden, heads = fields.int("hidden_size"), fields.int("num_attention_heads")
+    if hidden % heads:
+        raise _fail(f"{fields.file}: head_dim: not stated, and hidden_size {hidden} does not divide by "
+                    f"num_attention_heads {heads}")
+    return {"value": hidden // heads, "source": f"derived: {fields.src('hidden_size')} {hidden} / "
+                                                f"num_attention_heads {heads} (the config states no head_dim)"}
+
+
+def _kv_heads(fields: _Fields) -> dict:
+    if fields.has("num_key_value_heads"):
+        return fields.value("num_key_value_heads")
+    return {"value": fields.int("num_attention_heads"),
+            "source": f"{fields.src('num_attention_heads')} (no num_key_value_heads: one KV head per query head)"}
+
+
+def _import_gqa(fields: _Fields, mt: str) -> dict:
+    n = fields.int("num_hidden_layers")
+    types, how = _layer_types(fields, mt, n)
+    kv, hd = _kv_heads(fields), _head_dim(fields)
+    comps: dict = {}
+    kinds: dict = {}
+    if "full_attention" in types:
+        comps["full"] = {"cache": "full_attention", "kv_heads": kv, "head_dim": hd, "storage": "kv"}
+        kinds["global"] = ["full"]
+    if "sliding_attention" in types:
+        comps["sliding"] = {"cache": "sliding_attention", "kv_heads": kv, "head_dim": hd,
+                            "window": fields.value("sliding_window"), "storage": "kv"}
+        kinds["local"] = ["sliding"]
+    kind_of = {"full_attention": "global", "sliding_attention": "local"}
+    if len(set(types)) == 1:
+        layers = [{"pattern": [kind_of[types[0]]], "layers": {"value": n, "source": fields.src("num_hidden_layers")},
+                   "note": how}]
+    else:
+        layers = {"select": types, "kinds": {t: kind_of[t] for t in dict.fromkeys(types)}, "source": how}
+    local = types.count("sliding_attention")
+    desc = (f"{n} layers ({n - local} full" + (f", {local} sliding over {fields.int('sliding_window')} tokens" if local
+                                               else "") + f"); {kv['value']} KV heads of {hd['value']} dims")
+    return {"description": desc, "precisions": _gqa_precisions(fields), "components": comps,
+            "layer_kinds": kinds, "layers": layers}
+
+
+def _import_mla(fields: _Fields, mt: str, indexer: bool) -> dict:
+    n = fields.int("num_hidden_layers")
+    rank, rope = fields.int("kv_lora_rank"), fields.int("qk_rope_head_dim")
+    comps = {"latent": {"cache": "mla",
+                        "dim": {"value": rank + rope, "source": f"{fields.src('kv_lora_rank')} {rank} + "
+                                                                f"qk_rope_head_dim {rope}"},
+                        "rope_dim": fields.value("qk_rope_head_dim"), "storage": "kv"}}
+    kinds = {"mla": ["latent"]}
+    if indexer:
+        comps["indexer"] = {"cache": "indexer", "ratio": 1, "dim": fields.value("index_head_dim"), "storage": "indexer"}
+        if fields.has("index_topk"):
+            comps["indexer"]["topk"] = fields.value("index_topk")
+        kinds["mla"].append("indexer")
+        precisions = {
+            "bf16": {"kv": "bf16", "indexer": "bf16"},
+            "fp8": {"kv": "fp8_ds_mla", "indexer": "fp8_indexer",
+                    "source": "FlashMLA sparse fp8_ds_mla latent; vLLM indexer cache (fp8 + fp32 scale per 128)"},
+        }
+    else:
+        precisions = {
+            "bf16": {"kv": "bf16"},
+            "fp8": {"kv": "fp8_e4m3", "source": "vLLM --kv-cache-dtype fp8 on MLA (per-tensor scale)"},
+        }
+    out = {
+        "description": (f"{n} MLA layers: one {rank + rope}-wide latent ({rank} + {rope} RoPE) per token"
+                        + (f" and one {fields.int('index_head_dim')}-wide indexer key" if indexer else "")),
+        "precisions": precisions, "components": comps, "layer_kinds": kinds,
+        "layers": [{"pattern": ["mla"], "layers": {"value": n, "source": fields.src("num_hidden_layers")}}],
+    }
+    mtp = fields.int("num_nextn_predict_layers", minimum=0, default=0)
+    if mtp:
+        out["mtp"] = {"layers": mtp, "kind": "mla", "source": f"{fields.src('num_nextn_predict_layers')} (full MLA layers)"}
+    return out
+
+
+_V4_SRC = "vLLM models/deepseek_v4/compressor.py (overlap = compress_ratio == 4: coff 2, span 2 x ratio)"
+
+
+def _import_v4(fields: _Fields) -> dict:
+    n = fields.int("num_hidden_layers")
+    ratios = fields.raw("compress_ratios")
+    mtp = fields.int("num_nextn_predict_layers", minimum=0, default=0)
+    if not isinstance(ratios, list) or len(ratios) not in (n, n + mtp):
+        raise _fail(f"{fields.file}: {fields.prefix}compress_ratios: must list one ratio per layer ({n}, or {n + mtp} "
+                    f"with the MTP layers), got {len(ratios) if isinstance(ratios, list) else type(ratios).__name__}")
+    for i, r in enumerate(ratios):
+        if isinstance(r, bool) or r not in (0, 4, 128):
+            raise _fail(f"{fields.file}: {fields.prefix}compress_ratios[{i}]: {r!r} is not a ratio kvcalc knows "
+                        "(0: window only, 4: c4a, 128: c128a)")
+    hd, rope, window = fields.value("head_dim"), fields.value("qk_rope_head_dim"), fields.value("sliding_window")
+    src = fields.src("compress_ratios")
+    comps: dict = {"window": {"cache": "sliding_mla", "window": window, "dim": hd, "rope_dim": rope, "storage": "kv"}}
+    kinds: dict = {"swa": ["window"]}
+    used = set(ratios)
+    if 4 in used:
+        comps["c4_entries"] = {"cache": "compressed_mla", "ratio": {"value": 4, "source": src},
+                               "span": {"value": 8, "source": _V4_SRC}, "dim": hd, "rope_dim": rope,
+                               "shared_kv": True, "storage": "kv"}
+        comps["c4_indexer"] = {"cache": "indexer", "ratio": {"value": 4, "source": src},
+                               "dim": fields.value("index_head_dim"), "span": {"value": 8, "source": _V4_SRC},
+                               "storage": "indexer"}
+        if fields.has("index_topk"):
+            comps["c4_indexer"]["topk"] = fields.value("index_topk")
+        comps["c4_state"] = {"cache": "compressor_state", "compresses": "c4_entries", "dtype": "fp32",
+                             "source": _V4_SRC}
+        comps["c4_indexer_state"] = {"cache": "compressor_state", "compresses": "c4_indexer", "dtype": "fp32",
+                                     "source": _V4_SRC}
+        kinds["c4a"] = ["window", "c4_entries", "c4_indexer", "c4_state", "c4_indexer_state"]
+    if 128 in used:
+        comps["c128_entries"] = {"cache": "compressed_mla", "ratio": {"value": 128, "source": src},
+                                 "span": {"value": 128, "source": _V4_SRC}, "dim": hd, "rope_dim": rope,
+                                 "shared_kv": True, "storage": "kv"}
+        comps["c128_state"] = {"cache": "compressor_state", "compresses": "c128_entries", "dtype": "fp32",
+                               "source": _V4_SRC}
+        kinds["c128a"] = ["window", "c128_entries", "c128_state"]
+    name = {0: "swa", 4: "c4a", 128: "c128a"}
+    main = ratios[:n]
+    out = {
+        "description": (f"{n} layers: {main.count(0)} window-only, {main.count(4)} c4a and {main.count(128)} c128a; "
+                        f"{window['value']}-token window in every layer; shared K=V {hd['value']}-wide entries"),
+        "precisions": {
+            "bf16": {"kv": "bf16", "indexer": "bf16"},
+            "fp8": {"kv": "fp8_ds_mla_v4", "indexer": "fp4_indexer",
+                    "source": "vLLM DeepSeek V4: fp8 attention cache (584 B) and fp4 indexer cache (68 B)"},
+        },
+        "components": comps,
+        "layer_kinds": {k: v for k, v in kinds.items() if k in {name[r] for r in ratios}},
+        "layers": {"select": {"value": main, "source": f"{src}, first {n} entries"},
+                   "kinds": {r: name[r] for r in sorted(set(main))}},
+    }
+    if mtp:
+        r = ratios[n] if len(ratios) > n else 0
+        out["mtp"] = {"layers": mtp, "kind": name[r],
+                      "source": f"{fields.src('num_nextn_predict_layers')}; compress_ratios entry {n} = {r}"}
+        out["layer_kinds"].setdefault(name[r], kinds[name[r]])
+    return out
+
+
+def import_config(data: dict, file: str = "config.json", name: str | None = None) -> dict:
+    """The kvcalc config (a dict ready for YAML) for a Hugging Face config."""
+    fields = _Fields(data, file)
+    mt = model_type(fields)
+    if mt in GQA:
+        body = _import_gqa(fields, mt)
+    elif mt in MLA:
+        body = _import_mla(fields, mt, indexer=False)
+    elif mt in DSA:
+        body = _import_mla(fields, mt, indexer=True)
+    elif mt in V4:
+        body = _import_v4(fields)
+    else:
+        raise _fail(f"{file}: model_type: {mt!r} is not a family kvcalc imports (supported: {', '.join(SUPPORTED)})")
+    nm = _name_for(fields, name)
+    out: dict = {"kvcalc": 1, "name": nm, "display_name": nm, "description": body.pop("description")}
+    out["sources"] = {"config.json": f"{file} (model_type {mt}; imported by kvcalc import-hf)"}
+    if fields.has("max_position_embeddings"):
+        mp = fields.raw("max_position_embeddings")
+        if isinstance(mp, (int, float)) and not isinstance(mp, bool) and math.isfinite(mp) and 1 <= mp <= 1 << 40:
+            out["max_context"] = {"value": int(mp), "source": fields.src("max_position_embeddings")}
+    out["precisions"] = body.pop("precisions")
+    out["default_precision"] = "bf16"
+    out.update(body)
+    return out
+
+
+def to_yaml(cfg: dict) -> str:
+    import yaml
+
+    head = ("# Generated by `kvcalc import-hf` from a Hugging Face config.json; every value cites the field it\n"
+            "# came from. Edit freely: it is an ordinary kvcalc config (docs/config-format.md).\n")
+    return head + yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=110, allow_unicode=True)
+
+
+def load_hf(path: str | Path, name: str | None = None):
+    """The ModelSpec of a config.json (or a directory holding one), through the same loader as YAML files."""
+    from .config import parse_model
+
+    data, file = read_config(path)
+    return parse_model(import_config(data, file, name), file)

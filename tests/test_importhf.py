@@ -1,0 +1,160 @@
+"""kvcalc import-hf: real Hugging Face config.json files (tests/fixtures/hf, provenance in SOURCES.md) read
+into kvcalc configs. Expected bytes are hand arithmetic written in each test: layers x entries x bytes."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvcalc.config import load_model
+from kvcalc.errors import KvcalcError
+from kvcalc.estimate import estimate
+from kvcalc.importhf import import_config, load_hf, read_config
+
+HF = Path(__file__).parent / "fixtures" / "hf"
+K = 4096  # context for the per-model figures
+
+
+def _bytes(name, ctx=K, precision="bf16", mtp=False):
+    return int(estimate(load_hf(HF / f"{name}.json"), [ctx], precision=precision, mtp=mtp).per_sequence[0])
+
+
+@pytest.mark.parametrize("name, layers, kv_heads, head_dim", [
+    ("llama-2-7b", 32, 32, 4096 // 32),    # no head_dim stated: hidden_size / num_attention_heads
+    ("llama-3.1-8b", 32, 8, 4096 // 32),
+    ("mixtral-8x7b", 32, 8, 4096 // 32),   # sliding_window null: every layer full
+    ("qwen3-8b", 36, 8, 128),              # head_dim stated (128, not 4096 / 32)
+    ("qwen3-30b-a3b", 48, 4, 128),         # head_dim 128 stated, hidden_size / heads would give 64
+])
+def test_gqa_families(name, layers, kv_heads, head_dim):
+    # K and V, 2 B each in bf16, for every token in every layer
+    assert _bytes(name) == layers * K * 2 * kv_heads * head_dim * 2
+    # fp8: 1 B per value
+    assert _bytes(name, precision="fp8") == layers * K * 2 * kv_heads * head_dim
+
+
+def test_head_dim_derived_only_when_not_stated():
+    cfg = import_config(json.loads((HF / "qwen3-30b-a3b.json").read_text()))
+    assert cfg["components"]["full"]["head_dim"] == {"value": 128, "source": "config.json head_dim"}
+    cfg = import_config(json.loads((HF / "llama-3.1-8b.json").read_text()))
+    assert cfg["components"]["full"]["head_dim"]["source"].startswith("derived: config.json hidden_size 4096")
+
+
+def test_gpt_oss_layer_types():
+    # 24 layers alternating sliding (128 tokens) and full, 8 KV heads of 64: 2 x 8 x 64 x 2 B = 2,048 B per token
+    per_token = 2 * 8 * 64 * 2
+    assert _bytes("gpt-oss-20b") == 12 * K * per_token + 12 * 128 * per_token
+    spec = load_hf(HF / "gpt-oss-20b.json")
+    assert spec.layers[:2] == ("local", "global")
+
+
+@pytest.mark.parametrize("name, layers, mtp", [("deepseek-v3", 61, 1), ("kimi-k2", 61, 0)])
+def test_mla_families(name, layers, mtp):
+    # one latent of kv_lora_rank 512 + qk_rope_head_dim 64 = 576 values per token per layer
+    assert _bytes(name) == layers * K * 576 * 2
+    assert _bytes(name, precision="fp8") == layers * K * 576
+    assert _bytes(name, mtp=True) == (layers + mtp) * K * 576 * 2
+
+
+def test_dsa_families():
+    # MLA latent + a 128-wide indexer key per token: bf16 576 x 2 + 128 x 2 = 1,408 B; fp8 656 + 132 = 788 B
+    assert _bytes("deepseek-v3.2") == 61 * K * 1408
+    assert _bytes("glm-dsa") == 78 * K * 1408
+    assert _bytes("glm-dsa", precision="fp8") == 78 * K * 788
+
+
+def test_deepseek_v4_flash():
+    # window 128 in all 43 layers; 21 c4a layers: K / 4 entries + K / 4 indexer keys + state; 20 c128a: K / 128
+    # entries + state. bf16: 512 x 2 B entries, 128 x 2 B keys; state fp32 [8, 2, 2, 512] (c4),
+    # [8, 2, 2, 128] (c4 indexer), [128, 2, 1, 512] (c128)
+    entry, key = 1024, 256
+    c4_state = 8 * 2 * 2 * 512 * 4 + 8 * 2 * 2 * 128 * 4
+    c128_state = 128 * 2 * 1 * 512 * 4
+    want = 43 * 128 * entry + 21 * (K // 4 * (entry + key) + c4_state) + 20 * (K // 128 * entry + c128_state)
+    assert _bytes("deepseek-v4-flash") == want
+
+
+@pytest.mark.parametrize("fixture, shipped", [("deepseek-v4-flash", "deepseek-v4-flash"),
+                                              ("deepseek-v3.2", "deepseek-v3.2"), ("llama-3.1-8b", "llama-3.1-8b"),
+                                              ("qwen3-8b", "qwen3-8b")])
+def test_imports_agree_with_the_hand_written_configs(fixture, shipped):
+    """Two independent routes to the same model: the config kvcalc ships (written by hand from the model's
+    report and config) and the importer reading config.json. Every precision both have, with and without
+    MTP, at contexts around the window and block edges."""
+    a, b = load_hf(HF / f"{fixture}.json"), load_model(shipped)
+    ctx = [1, 127, 128, 129, 4096, 65536, 1 << 20]
+    for prec in set(a.precisions) & set(b.precisions):
+        for mtp in (False, True):
+            assert np.array_equal(estimate(a, ctx, precision=prec, mtp=mtp).per_sequence,
+                                  estimate(b, ctx, precision=prec, mtp=mtp).per_sequence), (prec, mtp)
+
+
+def test_every_value_cites_its_field():
+    cfg = import_config(json.loads((HF / "deepseek-v4-flash.json").read_text()))
+    c4 = cfg["components"]["c4_indexer"]
+    assert c4["dim"] == {"value": 128, "source": "config.json index_head_dim"}
+    assert cfg["layers"]["select"]["source"].startswith("config.json compress_ratios")
+    assert cfg["max_context"] == {"value": 1048576, "source": "config.json max_position_embeddings"}
+
+
+def test_nested_text_config_and_default_pattern(tmp_path):
+    # a Gemma 3 style config: text_config nested, sliding_window_pattern omitted (transformers default 6)
+    cfg = {"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 12,
+                                                   "num_attention_heads": 8, "num_key_value_heads": 4,
+                                                   "head_dim": 256, "hidden_size": 2560, "sliding_window": 1024}}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    spec = load_hf(tmp_path)
+    assert spec.layers == ("local",) * 5 + ("global",) + ("local",) * 5 + ("global",)
+    per_token = 2 * 4 * 256 * 2
+    assert int(estimate(spec, [K]).per_sequence[0]) == 2 * K * per_token + 10 * 1024 * per_token
+
+
+def test_non_strict_json_tokens(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256, '
+                 '"rope_scaling": null, "initializer_range": Infinity, "foo": NaN}')
+    data, _ = read_config(p)
+    assert data["initializer_range"] == float("inf")
+    assert int(estimate(load_hf(p), [10]).per_sequence[0]) == 2 * 10 * 2 * 4 * 64 * 2
+
+
+@pytest.mark.parametrize("patch, field", [
+    ({"model_type": "mamba"}, "model_type: 'mamba' is not a family"),
+    ({"model_type": None}, "model_type: missing"),
+    ({"num_hidden_layers": None}, "num_hidden_layers: required"),
+    ({"num_hidden_layers": 2.5}, "num_hidden_layers: expected an integer"),
+    ({"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}, "layer_types[0]: 'linear_attention'"),
+    ({"hidden_size": 100, "num_attention_heads": 3}, "head_dim: not stated"),
+])
+def test_fail_closed(tmp_path, patch, field):
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256}
+    cfg.update(patch)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    with pytest.raises(KvcalcError, match=f": {__import__('re').escape(field)}") as info:
+        load_hf(p)
+    assert "\n" not in str(info.value)
+
+
+def test_cli(cli, tmp_path):
+    out = tmp_path / "m.yaml"
+    r = cli("import-hf", str(HF / "kimi-k2.json"), "-o", str(out))
+    assert r.code == 0, r.err
+    text = out.read_text()
+    assert "name: m\n" in text and "config.json kv_lora_rank" in text
+    r = cli("estimate", str(out), "-c", "4k", "--json")
+    assert r.json()[0]["total_bytes"] == 61 * K * 576 * 2
+    r = cli("estimate", "--hf", str(HF / "kimi-k2.json"), "-c", "4k", "--json")
+    assert r.json()[0]["total_bytes"] == 61 * K * 576 * 2
+    r = cli("show", "--hf", str(HF / "gpt-oss-20b.json"), "--json")
+    assert r.code == 0
+    r = cli("import-hf", str(tmp_path / "nope.json"))
+    assert r.code == 2 and "cannot read" in r.err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = cli("import-hf", str(bad))
+    assert r.code == 2 and "not valid JSON" in r.err and r.err.count("\n") == 1
+    r = cli("show", "llama-3.1-8b", "--hf", str(HF / "kimi-k2.json"))
+    assert r.code == 2 and "one of the two" in r.err
