@@ -52,7 +52,7 @@ def test_readme_capacity_table_matches():
     from kvcalc.units import format_bytes
 
     text = README.read_text()
-    rows = [line for line in text.splitlines() if line.startswith("| deepseek-v")]
+    rows = [line for line in text.splitlines() if line.startswith("| deepseek-v") and line.count("|") == 11]
     assert len(rows) == 4
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
@@ -64,3 +64,34 @@ def test_readme_capacity_table_matches():
                              f"{d['num_blocks']:,}", f"{d['blocks_per_request']:,}",
                              format_bytes(d["per_request_bytes"]), format_bytes(d["analytic_bytes"]),
                              f"{d['max_concurrency']:.2f}x", f"{d['requests_per_replica']}"], row
+
+
+def _mask(text: str) -> str:
+    """Figures that differ from run to run: timings and the process's resident-memory growth."""
+    text = re.sub(r"resident memory \+[\d,]+ B", "resident memory +N B", text)
+    return re.sub(r"Fill: .*\n", "Fill: ...\n", text)
+
+
+def test_readme_verify_sample_matches():
+    args = ["verify", "deepseek-v4-flash", "-p", "fp8", "-c", "8k", "--max-num-batched-tokens", "2048"]
+    assert _mask(_block("kvcalc " + " ".join(args))) == _mask(_run(args))
+
+
+def test_readme_verify_table_is_the_committed_reports():
+    """The README's verify table is what scripts/verify_table.py makes of reports/verify/*.json."""
+    root = README.parent
+    r = subprocess.run([sys.executable, str(root / "scripts" / "verify_table.py"), str(root / "reports" / "verify")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    made = [line for line in r.stdout.splitlines() if line.startswith("| deepseek-")]
+    shown = [line for line in README.read_text().splitlines() if line.startswith("| deepseek-") and line.count("|") == 16]
+    assert made and shown == made
+
+
+def test_readme_check_log_matches():
+    args = ["check-log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"]
+    env = dict(os.environ, COLUMNS="120")
+    r = subprocess.run([sys.executable, "-m", "kvcalc", *args], capture_output=True, text=True, env=env,
+                       cwd=README.parent)
+    out = "".join(line.rstrip() + "\n" for line in (r.stderr + r.stdout).splitlines())
+    assert _block("kvcalc " + " ".join(args)) == out
