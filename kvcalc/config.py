@@ -15,7 +15,8 @@ from typing import Any
 from .errors import KvcalcError
 from .formats import StorageFormat, get_format
 from .paths import configs_dir
-from .specs import CACHE_KINDS, CacheSpec, CompressorState, FixedState, required_fields, spec_fields
+from .specs import (CACHE_KINDS, CacheSpec, CompressorState, FixedState, RecurrentState, required_fields,
+                    spec_fields)
 from .yamlio import load_yaml
 
 FORMAT_VERSION = 1
@@ -268,7 +269,7 @@ def _component(ctx: _Ctx, name: str, raw: Any) -> CacheSpec:
             kwargs[key] = ctx.integer(data[key], fw, minimum=0 if key == "rope_dim" else 1)
         elif typ == "bool":
             kwargs[key] = ctx.boolean(data[key], fw)
-        elif typ == "str":
+        elif typ in ("str", "str | None"):
             kwargs[key] = ctx.name(data[key], fw)
         elif typ.startswith("tuple[int"):
             kwargs[key] = ctx.int_list(data[key], fw)
@@ -305,6 +306,11 @@ def _precisions(ctx: _Ctx, raw: Any, roles: set[str], components: dict[str, Cach
                     comp.entry_bytes(formats[comp.storage])
                 except KvcalcError as exc:
                     raise ctx.err(f"{where}.{comp.storage}", str(exc)) from None
+            elif isinstance(comp, RecurrentState) and comp.dtype is None:
+                fmt = formats[comp.storage]
+                if fmt.group_size or fmt.rope_value_bytes is not None:
+                    raise ctx.err(f"{where}.{comp.storage}", f"state role of component {comp.name} must be a plain "
+                                  f"dtype (fp32, bf16, ...), got {fmt.name}")
         out[pname] = Precision(name=pname, formats=formats, source=source)
     return out
 
@@ -321,8 +327,10 @@ def _layers(ctx: _Ctx, raw: Any, kinds: dict[str, tuple[str, ...]]) -> tuple[str
         ctx.keys(raw, "layers", {"select", "kinds", "source", "note"}, ["select", "kinds"])
         ctx.note_source(raw, "layers")
         values = ctx.unwrap(raw["select"], "layers.select")
+        if isinstance(values, str):  # a pattern string, one character per layer ("M-M*-": Nemotron-H)
+            values = list(values)
         if not isinstance(values, list) or not values:
-            raise ctx.err("layers.select", f"must be a non-empty list, got {_typename(values)}")
+            raise ctx.err("layers.select", f"must be a non-empty list or pattern string, got {_typename(values)}")
         if len(values) > MAX_LAYERS:
             raise ctx.err("layers.select", f"lists more than {MAX_LAYERS:,} layers")
         mapping = ctx.mapping(raw["kinds"], "layers.kinds")
@@ -408,8 +416,8 @@ def parse_model(data: Any, path: str) -> ModelSpec:
     for kname, comps in kinds_raw.items():
         where = f"layer_kinds.{kname}"
         ctx.name(kname, where)
-        if not isinstance(comps, list) or not comps:
-            raise ctx.err(where, "must be a non-empty list of component names")
+        if not isinstance(comps, list):  # [] is a layer that holds no cache (an MLP-only layer)
+            raise ctx.err(where, "must be a list of component names ([] for a layer that holds no cache)")
         for j, c in enumerate(comps):
             _ref(ctx, c, f"{where}[{j}]", components, "component")
         if len(set(comps)) != len(comps):
@@ -429,7 +437,8 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         mtp = (_ref(ctx, m["kind"], "mtp.kind", kinds, "layer kind"),) * n
 
     used = {c for k in set(layers) | set(mtp) for c in kinds[k]}
-    roles = {components[c].storage for c in used if components[c].per_token}
+    roles = {components[c].storage for c in used
+             if components[c].per_token or (isinstance(components[c], RecurrentState) and components[c].dtype is None)}
     unused = [k for k in kinds if k not in set(layers) | set(mtp)]
     if unused:
         raise ctx.err(f"layer_kinds.{unused[0]}", "declared but used by no layer")
@@ -514,7 +523,7 @@ def json_schema() -> dict:
 
     integer = {"type": "integer", "minimum": 1, "maximum": MAX_INT}
     json_types = {"int": sourced(integer), "int | None": sourced(integer), "bool": sourced({"type": "boolean"}),
-                  "str": {"type": "string", "minLength": 1},
+                  "str": {"type": "string", "minLength": 1}, "str | None": {"type": "string", "minLength": 1},
                   "tuple[int, ...]": sourced({"type": "array", "items": integer, "minItems": 1})}
     components = []
     for kind, cls in CACHE_KINDS.items():
@@ -524,8 +533,9 @@ def json_schema() -> dict:
         props = {k: json_types[t] for k, t in types.items()}
         if "rope_dim" in props:
             props["rope_dim"] = sourced(dict(integer, minimum=0))
-        if "dtype" in props:
-            props["dtype"] = {"enum": sorted(FORMATS)}
+        for key in ("dtype", "ssm_dtype"):
+            if key in props:
+                props[key] = {"enum": sorted(FORMATS)}
         props.update(cache={"const": kind}, source={"type": "string"}, note={"type": "string"})
         components.append({"type": "object", "properties": props, "additionalProperties": False,
                            "required": ["cache", *sorted(required_fields(cls) - {"storage"})]})
@@ -554,12 +564,13 @@ def json_schema() -> dict:
             "default_precision": {"type": "string"},
             "components": {"type": "object", "minProperties": 1, "additionalProperties": {"anyOf": components}},
             "layer_kinds": {"type": "object", "minProperties": 1,
-                            "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
+                            "additionalProperties": {"type": "array", "items": {"type": "string"}}},
             "layers": {"anyOf": [
                 {"type": "array", "items": layer_item, "minItems": 1},
                 {"type": "object", "additionalProperties": False, "required": ["select", "kinds"], "properties": {
-                    "select": sourced({"type": "array", "minItems": 1, "maxItems": MAX_LAYERS,
-                                       "items": {"type": ["integer", "string"]}}),
+                    "select": sourced({"anyOf": [{"type": "array", "minItems": 1, "maxItems": MAX_LAYERS,
+                                                  "items": {"type": ["integer", "string"]}},
+                                                 {"type": "string", "minLength": 1, "maxLength": MAX_LAYERS}]}),
                     "kinds": {"type": "object", "additionalProperties": {"type": "string"}},
                     "source": {"type": "string"}, "note": {"type": "string"}}},
             ]},

@@ -14,6 +14,7 @@ import numpy as np
 
 from .config import ModelSpec, load_model
 from .errors import KvcalcError
+from .specs import RecurrentState
 from .units import MAX_TOKENS, format_tokens
 
 Basis = Literal["article", "complete"]
@@ -104,7 +105,9 @@ class Estimate:
             f"{role}: {fmt.name}" + (f" ({'/'.join(f'{b:,}' for b in sizes[role])} B/entry)" if role in sizes else "")
             for role, fmt in self.model.precisions[self.precision].formats.items()
         ]
-        states = sorted({c.format for layer in self.layers for c in layer.components if c.fixed_bytes})
+        roles = self.model.precisions[self.precision].formats
+        states = sorted({c.format for layer in self.layers for c in layer.components
+                         if c.fixed_bytes and c.storage not in roles})
         if states:
             parts.append(f"state: {', '.join(states)}")
         return "; ".join(parts)
@@ -221,13 +224,16 @@ def estimate(
             comp = spec.components[cname]
             if not comp.per_token and basis == "article":
                 continue
+            fmt = prec.formats.get(comp.storage)
             if comp.per_token:
-                fmt = prec.formats[comp.storage]
                 eb, fmt_name = comp.entry_bytes(fmt), fmt.name
+            elif isinstance(comp, RecurrentState):
+                conv, ssm = comp.dtypes(fmt)
+                eb, fmt_name = 0, conv if conv == ssm else f"{conv} conv + {ssm} ssm"
             else:
                 eb, fmt_name = 0, getattr(comp, "dtype", "")
             entries = comp.entries(contexts)
-            fixed = comp.fixed_bytes()
+            fixed = comp.fixed_bytes(fmt)
             bound[kind] += int(entries.max()) * eb + fixed
             if bound[kind] > MAX_BYTES:  # exact Python ints, before numpy could wrap int64
                 raise KvcalcError(

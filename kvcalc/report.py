@@ -247,7 +247,8 @@ def model_json(m, full: bool = False) -> dict:
                 "storage": c.storage if c.per_token else None,
                 "entry_bytes": {p.name: c.entry_bytes(p.formats[c.storage]) for p in m.precisions.values()}
                 if c.per_token else None,
-                "fixed_bytes": c.fixed_bytes(),
+                "fixed_bytes": {p.name: c.fixed_bytes(p.formats.get(c.storage)) for p in m.precisions.values()}
+                if not c.per_token else 0,
             }
             for name, c in m.components.items()
         }
@@ -307,8 +308,8 @@ def render_show(con, m) -> None:
     for p in m.precisions:
         t.add_column(f"B/entry {p}", justify="right")
     for name, c in m.components.items():
-        sizes = [f"{c.entry_bytes(p.formats[c.storage]):,}" if c.per_token else f"{c.fixed_bytes():,} fixed"
-                 for p in m.precisions.values()]
+        sizes = [f"{c.entry_bytes(p.formats[c.storage]):,}" if c.per_token
+                 else f"{c.fixed_bytes(p.formats.get(c.storage)):,} fixed" for p in m.precisions.values()]
         t.add_row(name, c.kind, c.rule(), *sizes)
     print_table(con, t)
     t = _table("Layer kinds")

@@ -45,8 +45,9 @@ class CacheSpec:
         """Bytes of one entry in storage format ``fmt``."""
         raise NotImplementedError
 
-    def fixed_bytes(self) -> int:
-        """Bytes held per request whatever the context (0 for pure token caches)."""
+    def fixed_bytes(self, fmt: StorageFormat | None = None) -> int:
+        """Bytes held per request whatever the context (0 for pure token caches). ``fmt`` is the
+        precision's format for this component's storage role, for state whose dtype follows the precision."""
         return 0
 
     def validate(self, where: str) -> None:
@@ -234,7 +235,7 @@ class FixedState(CacheSpec):
     def entry_bytes(self, fmt: StorageFormat) -> int:
         return 0
 
-    def fixed_bytes(self) -> int:
+    def fixed_bytes(self, fmt: StorageFormat | None = None) -> int:
         return get_format(self.dtype).entry_bytes(self.values, 0, f"component {self.name}")
 
     def rule(self) -> str:
@@ -296,10 +297,108 @@ class CompressorState(FixedState):
         return out
 
 
+# ---- recurrent state of SSM and linear-attention layers ------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class RecurrentState(CacheSpec):
+    """A layer's fixed per-request state in two parts, a convolution window and a recurrent state, whose shapes
+    follow from the dims the model config declares (vLLM ``model_executor/layers/mamba/mamba_utils.py``,
+    ``MambaStateShapeCalculator``). ``dtype`` None: the precision's ``state`` role says (vLLM keeps both parts
+    in the model dtype by default, SGLang the recurrent part in fp32); ``ssm_dtype`` overrides the recurrent
+    part alone (vLLM ``--mamba-ssm-cache-dtype``)."""
+
+    per_token: ClassVar[bool] = False
+    storage: str = "state"
+    conv_kernel: int
+    dtype: str | None = None
+    ssm_dtype: str | None = None
+
+    def conv_values(self) -> int:
+        raise NotImplementedError
+
+    def ssm_values(self) -> int:
+        raise NotImplementedError
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        return np.zeros_like(np.asarray(contexts, dtype=np.int64))
+
+    def entry_bytes(self, fmt: StorageFormat) -> int:
+        return 0
+
+    def rule(self) -> str:
+        return "fixed"
+
+    def dtypes(self, fmt: StorageFormat | None) -> tuple[str, str]:
+        conv = self.dtype or (fmt.name if fmt is not None else None)
+        if conv is None:
+            raise KvcalcError(f"component {self.name}: no dtype, and the precision maps no '{self.storage}' role")
+        return conv, self.ssm_dtype or conv
+
+    def fixed_bytes(self, fmt: StorageFormat | None = None) -> int:
+        conv, ssm = self.dtypes(fmt)
+        where = f"component {self.name}"
+        return (get_format(conv).entry_bytes(self.conv_values(), 0, where)
+                + get_format(ssm).entry_bytes(self.ssm_values(), 0, where))
+
+    def validate(self, where: str) -> None:
+        if self.conv_kernel < 2:
+            raise KvcalcError(f"{where}.conv_kernel: must be at least 2 (the state keeps conv_kernel - 1 steps), "
+                              f"got {self.conv_kernel}")
+        for key in ("dtype", "ssm_dtype"):
+            name = getattr(self, key)
+            if name is not None:
+                fmt = get_format(name, f"{where}.{key}")
+                if fmt.group_size or fmt.rope_value_bytes is not None:
+                    raise KvcalcError(f"{where}.{key}: state must use a plain dtype (fp32, bf16, ...), got {name}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mamba2State(RecurrentState):
+    """Mamba-2 (Jamba 1.5+, Falcon-H1, Nemotron-H, ...): conv state ``(conv_kernel - 1) x (intermediate +
+    2 x groups x state_size)`` and SSM state ``heads x head_dim x state_size`` (vLLM
+    ``MambaStateShapeCalculator.mamba2_state_shape``); ``intermediate`` defaults to ``heads x head_dim``."""
+
+    kind: ClassVar[str] = "mamba2"
+    summary: ClassVar[str] = "Mamba-2 conv + SSM state (fixed per request)"
+
+    heads: int
+    head_dim: int
+    state_size: int
+    groups: int = 1
+    intermediate: int | None = None
+
+    def conv_values(self) -> int:
+        inter = self.intermediate if self.intermediate is not None else self.heads * self.head_dim
+        return (self.conv_kernel - 1) * (inter + 2 * self.groups * self.state_size)
+
+    def ssm_values(self) -> int:
+        return self.heads * self.head_dim * self.state_size
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatedDeltaNetState(RecurrentState):
+    """Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): conv state ``(conv_kernel - 1) x (2 x k_heads x
+    k_head_dim + v_heads x v_head_dim)`` and recurrent state ``v_heads x v_head_dim x k_head_dim`` (vLLM
+    ``MambaStateShapeCalculator.gated_delta_net_state_shape``)."""
+
+    kind: ClassVar[str] = "gated_deltanet"
+    summary: ClassVar[str] = "gated DeltaNet conv + recurrent state (fixed per request)"
+
+    k_heads: int
+    v_heads: int
+    k_head_dim: int
+    v_head_dim: int
+
+    def conv_values(self) -> int:
+        return (self.conv_kernel - 1) * (2 * self.k_heads * self.k_head_dim + self.v_heads * self.v_head_dim)
+
+    def ssm_values(self) -> int:
+        return self.v_heads * self.v_head_dim * self.k_head_dim
+
+
 CACHE_KINDS: dict[str, type[CacheSpec]] = {
     cls.kind: cls
     for cls in (FullAttention, SlidingWindowAttention, MLALatent, SlidingWindowMLA, CompressedMLA, IndexerCache,
-                FixedState, CompressorState)
+                FixedState, CompressorState, Mamba2State, GatedDeltaNetState)
 }
 
 

@@ -197,3 +197,48 @@ def test_compressor_state_refuses_wrong_targets_and_shapes(tmp_path, replacement
     path.write_text(text.replace("compresses: c4_entries", replacement, 1))
     with pytest.raises(KvcalcError, match=re.escape(fragment)):
         load_model(str(path))
+
+
+def test_recurrent_state_kinds_and_cacheless_layers(tmp_path):
+    """mamba2 / gated_deltanet derive their state from the declared dims; the dtype follows the precision's
+    `state` role unless stated; a layer kind with no components is a layer without cache; `select` may be a
+    pattern string."""
+    from kvcalc.config import load_model
+    from kvcalc.estimate import estimate
+
+    text = """
+kvcalc: 1
+name: hybrid
+precisions:
+  bf16: {kv: bf16, state: bf16}
+  fp32s: {kv: bf16, state: fp32}
+default_precision: bf16
+components:
+  kv: {cache: full_attention, kv_heads: 2, head_dim: 64}
+  m: {cache: mamba2, heads: 8, head_dim: 16, state_size: 32, groups: 2, conv_kernel: 4}
+  g: {cache: gated_deltanet, k_heads: 2, v_heads: 4, k_head_dim: 8, v_head_dim: 16, conv_kernel: 4, ssm_dtype: fp32}
+layer_kinds: {attn: [kv], mamba: [m], gdn: [g], mlp: []}
+layers: {select: "M-G*", kinds: {M: mamba, "-": mlp, G: gdn, "*": attn}}
+"""
+    p = tmp_path / "h.yaml"
+    p.write_text(text)
+    spec = load_model(str(p))
+    assert spec.layers == ("mamba", "mlp", "gdn", "attn")
+    # mamba2: conv 3 x (8 x 16 + 2 x 2 x 32) = 768 values, ssm 8 x 16 x 32 = 4,096 values
+    # gated deltanet: conv 3 x (2 x 2 x 8 + 4 x 16) = 288 values (state role), recurrent 4 x 16 x 8 = 512 (fp32)
+    # attention: 2 x 2 x 64 x 2 B = 512 B per token
+    e = estimate(spec, [100])
+    assert int(e.per_sequence[0]) == (768 + 4096) * 2 + 288 * 2 + 512 * 4 + 100 * 512
+    e = estimate(spec, [100], precision="fp32s")
+    assert int(e.per_sequence[0]) == (768 + 4096) * 4 + 288 * 4 + 512 * 4 + 100 * 512
+    bad = text.replace("fp32s: {kv: bf16, state: fp32}", "fp32s: {kv: bf16, state: fp8_indexer}")
+    p.write_text(bad)
+    from kvcalc.config import _CACHE
+
+    _CACHE.clear()  # the loader caches by path
+    with pytest.raises(KvcalcError, match=r"precisions.fp32s.state: state role of component m must be a plain dtype"):
+        load_model(str(p))
+    p.write_text(text.replace("conv_kernel: 4, ssm", "conv_kernel: 1, ssm"))
+    _CACHE.clear()
+    with pytest.raises(KvcalcError, match=r"components.g.conv_kernel: must be at least 2"):
+        load_model(str(p))
