@@ -85,7 +85,7 @@ def _model_for(model_id: str | None):
     want = model_id.strip("/").lower()
     for name in config_names():
         spec = load_model(name)
-        src = str(spec.sources.get("config.json", "")).lower()
+        src = " ".join(str(v) for v in spec.sources.values()).lower()
         if f"huggingface.co/{want}/" in src or want == name:
             return spec
     return None

@@ -13,7 +13,10 @@ Families (``model_type``; nested ``text_config`` read for multimodal checkpoints
 * MLA: deepseek_v2, deepseek_v3, kimi_k2 (``kv_lora_rank + qk_rope_head_dim``, MTP layers);
 * MLA + indexer (DSA): deepseek_v32, glm_moe_dsa;
 * DeepSeek V4 (deepseek_v4): ``compress_ratios`` per layer (0 window only, 4 c4a, 128 c128a), the window in
-  every layer, compressor state, MTP layers.
+  every layer, compressor state, MTP layers;
+* hybrids with fixed recurrent state: qwen3_next (gated DeltaNet layers + full attention every
+  ``full_attention_interval``), nemotron_h (``hybrid_override_pattern``: M Mamba-2, * attention, - and E
+  layers without cache). Their state is in the precision's ``state`` role: the model dtype, as vLLM keeps it.
 
 Torch-free, like the rest of the core. Pure function of the JSON: no network.
 """
@@ -33,7 +36,8 @@ GQA = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"
 MLA = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 DSA = {"deepseek_v32", "glm_moe_dsa"}
 V4 = {"deepseek_v4"}
-SUPPORTED = sorted(GQA | MLA | DSA | V4)
+HYBRID = {"qwen3_next", "nemotron_h"}
+SUPPORTED = sorted(GQA | MLA | DSA | V4 | HYBRID)
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_CONFIG_BYTES = 16 << 20
@@ -110,8 +114,9 @@ def model_type(fields: _Fields) -> str:
 
 
 def _name_for(fields: _Fields, name: str | None) -> str:
-    if name is None:
-        raw = fields.top.get("_name_or_path") or Path(fields.file).parent.name or "imported-model"
+    if name is None:  # the checkpoint's own name, else the file's (a folder's for config.json)
+        f = Path(fields.file)
+        raw = fields.top.get("_name_or_path") or (f.parent.name if f.name == "config.json" else f.stem) or "imported"
         name = str(raw).rstrip("/").split("/")[-1].lower()
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "imported-model"
     if not _NAME_OK.match(name):
@@ -305,6 +310,93 @@ def _import_v4(fields: _Fields) -> dict:
     return out
 
 
+_STATE_SRC = "vLLM keeps conv and recurrent state in the model dtype (mamba_cache_dtype auto)"
+
+
+def _hybrid_precisions() -> dict:
+    return {
+        "bf16": {"kv": "bf16", "state": "bf16", "source": _STATE_SRC},
+        "fp8": {"kv": "fp8_e4m3", "state": "bf16",
+                "source": "vLLM --kv-cache-dtype fp8 for attention; " + _STATE_SRC},
+        "fp32-state": {"kv": "bf16", "state": "fp32", "source": "attention in bf16, recurrent state in fp32 "
+                       "(SGLang's default for the SSM state; vLLM --mamba-cache-dtype float32)"},
+    }
+
+
+def _attention(fields: _Fields, head_key: str = "head_dim") -> dict:
+    hd = fields.value(head_key) if fields.has(head_key) else _head_dim(fields)
+    return {"cache": "full_attention", "kv_heads": _kv_heads(fields), "head_dim": hd, "storage": "kv"}
+
+
+def _import_qwen3_next(fields: _Fields) -> dict:
+    n = fields.int("num_hidden_layers")
+    lt = fields.raw("layer_types")
+    if lt is not None:
+        if not isinstance(lt, list) or len(lt) != n or any(t not in ("linear_attention", "full_attention") for t in lt):
+            raise _fail(f"{fields.file}: {fields.prefix}layer_types: must list {n} of linear_attention / full_attention")
+        types, how = list(lt), fields.src("layer_types")
+    else:
+        if fields.has("full_attention_interval"):
+            k, how = fields.int("full_attention_interval"), fields.src("full_attention_interval")
+        else:
+            k, how = 4, "transformers Qwen3NextConfig default full_attention_interval 4 (the config omits it)"
+        types = ["linear_attention" if (i + 1) % k else "full_attention" for i in range(n)]
+        how = f"{how}: every {k}th layer full attention, the others gated DeltaNet"
+    comps = {
+        "full": _attention(fields),
+        "linear": {"cache": "gated_deltanet", "k_heads": fields.value("linear_num_key_heads"),
+                   "v_heads": fields.value("linear_num_value_heads"),
+                   "k_head_dim": fields.value("linear_key_head_dim"),
+                   "v_head_dim": fields.value("linear_value_head_dim"),
+                   "conv_kernel": fields.value("linear_conv_kernel_dim")},
+    }
+    full = types.count("full_attention")
+    return {
+        "description": f"{n} layers: {full} full attention, {n - full} gated DeltaNet (fixed state per request)",
+        "precisions": _hybrid_precisions(), "components": comps,
+        "layer_kinds": {"attention": ["full"], "linear": ["linear"]},
+        "layers": {"select": types, "kinds": {"linear_attention": "linear", "full_attention": "attention"},
+                   "source": how},
+    }
+
+
+def _import_nemotron_h(fields: _Fields) -> dict:
+    n = fields.int("num_hidden_layers")
+    pat = fields.raw("hybrid_override_pattern")
+    if not isinstance(pat, str) or len(pat) != n:
+        raise _fail(f"{fields.file}: {fields.prefix}hybrid_override_pattern: must be a string of {n} layer codes "
+                    f"(num_hidden_layers), got {len(pat) if isinstance(pat, str) else type(pat).__name__}")
+    bad = sorted(set(pat) - set("M*-E"))
+    if bad:
+        raise _fail(f"{fields.file}: {fields.prefix}hybrid_override_pattern: layer code {bad[0]!r} unknown "
+                    "(M Mamba-2, * attention, - MLP, E MoE)")
+    heads, hdim = fields.int("mamba_num_heads"), fields.int("mamba_head_dim")
+    comps: dict = {}
+    kinds: dict = {}
+    if "*" in pat:
+        comps["attention"] = _attention(fields, "head_dim" if fields.has("head_dim") else "attention_head_dim")
+        kinds["attention"] = ["attention"]
+    if "M" in pat:
+        comps["mamba"] = {"cache": "mamba2", "heads": fields.value("mamba_num_heads"),
+                          "head_dim": fields.value("mamba_head_dim"), "state_size": fields.value("ssm_state_size"),
+                          "groups": fields.value("n_groups"), "conv_kernel": fields.value("conv_kernel"),
+                          "intermediate": {"value": heads * hdim, "source": f"{fields.src('mamba_num_heads')} "
+                                           f"{heads} x mamba_head_dim {hdim} (vLLM nemotron_h MambaMixer2)"}}
+        kinds["mamba"] = ["mamba"]
+    if "-" in pat:
+        kinds["mlp"] = []
+    if "E" in pat:
+        kinds["moe"] = []
+    code = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    return {
+        "description": (f"{n} layers: {pat.count('M')} Mamba-2, {pat.count('*')} attention, "
+                        f"{pat.count('-') + pat.count('E')} without cache (MLP / MoE)"),
+        "precisions": _hybrid_precisions(), "components": comps, "layer_kinds": kinds,
+        "layers": {"select": {"value": pat, "source": fields.src("hybrid_override_pattern")},
+                   "kinds": {c: code[c] for c in dict.fromkeys(pat)}},
+    }
+
+
 def import_config(data: dict, file: str = "config.json", name: str | None = None) -> dict:
     """The kvcalc config (a dict ready for YAML) for a Hugging Face config."""
     fields = _Fields(data, file)
@@ -317,6 +409,10 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
         body = _import_mla(fields, mt, indexer=True)
     elif mt in V4:
         body = _import_v4(fields)
+    elif mt == "qwen3_next":
+        body = _import_qwen3_next(fields)
+    elif mt == "nemotron_h":
+        body = _import_nemotron_h(fields)
     else:
         raise _fail(f"{file}: model_type: {mt!r} is not a family kvcalc imports (supported: {', '.join(SUPPORTED)})")
     nm = _name_for(fields, name)
@@ -327,7 +423,8 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
         if isinstance(mp, (int, float)) and not isinstance(mp, bool) and math.isfinite(mp) and 1 <= mp <= 1 << 40:
             out["max_context"] = {"value": int(mp), "source": fields.src("max_position_embeddings")}
     out["precisions"] = body.pop("precisions")
-    out["default_precision"] = "bf16"
+    dtype = fields.raw("torch_dtype") or fields.raw("dtype") or fields.top.get("torch_dtype")
+    out["default_precision"] = "fp16" if dtype == "float16" and "fp16" in out["precisions"] else "bf16"
     out.update(body)
     return out
 

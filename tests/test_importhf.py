@@ -158,3 +158,58 @@ def test_cli(cli, tmp_path):
     assert r.code == 2 and "not valid JSON" in r.err and r.err.count("\n") == 1
     r = cli("show", "llama-3.1-8b", "--hf", str(HF / "kimi-k2.json"))
     assert r.code == 2 and "one of the two" in r.err
+
+
+def test_qwen3_next_gated_deltanet():
+    # 48 layers, full_attention_interval 4: 12 full attention (2 KV heads x 256, K and V, bf16: 2,048 B per
+    # token) and 36 gated DeltaNet layers with fixed state (vLLM gated_delta_net_state_shape):
+    # conv (4 - 1) x (2 x 16 x 128 + 32 x 128) = 24,576 values, recurrent 32 x 128 x 128 = 524,288 values
+    per_state = 3 * (2 * 16 * 128 + 32 * 128) + 32 * 128 * 128
+    assert per_state == 548_864
+    assert _bytes("qwen3-next-80b-a3b") == 12 * K * 2 * 2 * 256 * 2 + 36 * per_state * 2  # state bf16
+    assert _bytes("qwen3-next-80b-a3b", precision="fp32-state") == 12 * K * 2048 + 36 * per_state * 4
+    spec = load_hf(HF / "qwen3-next-80b-a3b.json")
+    assert spec.layers[:4] == ("linear", "linear", "linear", "attention")
+
+
+def test_nemotron_h_pattern(tmp_path):
+    """Nemotron-H-8B's published architecture fields (nvidia/Nemotron-H-8B-Base-8K config.json; no verbatim
+    copy of the file was available offline, so this test writes the fields it needs)."""
+    cfg = {"model_type": "nemotron_h", "num_hidden_layers": 52,
+           "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+           "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+           "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+           "max_position_embeddings": 8192}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    spec = load_hf(p)
+    assert spec.layers.count("mamba") == 24 and spec.layers.count("attention") == 4 and spec.layers.count("mlp") == 24
+    assert spec.layers[3] == "mlp" and spec.layers[7] == "attention"  # the model's own layer indices
+    # Mamba-2 (vLLM mamba2_state_shape): conv (4 - 1) x (128 x 64 + 2 x 8 x 128) = 30,720 values,
+    # SSM 128 x 64 x 128 = 1,048,576 values, bf16
+    mamba = (3 * (128 * 64 + 2 * 8 * 128) + 128 * 64 * 128) * 2
+    assert mamba == 2_158_592
+    attn_per_token = 2 * 8 * 128 * 2
+    assert int(estimate(spec, [K]).per_sequence[0]) == 24 * mamba + 4 * K * attn_per_token
+    bad = dict(cfg, hybrid_override_pattern="M-M")
+    p.write_text(json.dumps(bad))
+    with pytest.raises(KvcalcError, match="hybrid_override_pattern: must be a string of 52 layer codes"):
+        load_hf(p)
+
+
+def test_zoo_configs_are_the_importers_output():
+    """configs/<zoo>.yaml are generated from the fixtures by scripts/make_zoo.py; a stale file fails here."""
+    import subprocess
+    import sys
+
+    root = HF.parents[2]
+    r = subprocess.run([sys.executable, str(root / "scripts" / "make_zoo.py"), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_zoo_models_load_by_name():
+    # llama-2-7b: 32 layers x 2 x 32 heads x 128 x 2 B (fp16, the checkpoint's dtype, is its default)
+    spec = load_model("llama-2-7b")
+    assert spec.default_precision == "fp16"
+    assert int(estimate(spec, [K]).per_sequence[0]) == 32 * K * 2 * 32 * 128 * 2
+    assert int(estimate(load_model("glm-5"), [K]).per_sequence[0]) == 78 * K * 1408

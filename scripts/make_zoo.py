@@ -1,0 +1,57 @@
+#!/usr/bin/env python
+"""Regenerate the zoo: configs/<name>.yaml from the real config.json fixtures in tests/fixtures/hf (provenance
+in tests/fixtures/hf/SOURCES.md) through `kvcalc import-hf`. A test checks the committed files equal this output.
+
+    python scripts/make_zoo.py           # rewrite the zoo configs
+    python scripts/make_zoo.py --check   # exit 1 when a committed file differs
+"""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kvcalc.importhf import import_config, read_config, to_yaml  # noqa: E402
+
+# fixture -> (config name, Hugging Face id); models with a hand-written config (deepseek-v3.2, deepseek-v4-*,
+# llama-3.1-8b, qwen3-8b, gemma-3-27b) are not duplicated here: tests compare those with the fixtures instead
+ZOO = {
+    "llama-2-7b": ("llama-2-7b", "meta-llama/Llama-2-7b-hf"),
+    "mixtral-8x7b": ("mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1"),
+    "qwen3-30b-a3b": ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B"),
+    "gpt-oss-20b": ("gpt-oss-20b", "openai/gpt-oss-20b"),
+    "deepseek-v3": ("deepseek-v3", "deepseek-ai/DeepSeek-V3"),
+    "kimi-k2": ("kimi-k2", "moonshotai/Kimi-K2-Instruct"),
+    "glm-dsa": ("glm-5", "zai-org/GLM-5"),
+    "qwen3-next-80b-a3b": ("qwen3-next-80b-a3b", "Qwen/Qwen3-Next-80B-A3B-Thinking"),
+}
+
+
+def render(fixture: str) -> tuple[Path, str]:
+    name, hub = ZOO[fixture]
+    rel = f"tests/fixtures/hf/{fixture}.json"
+    data, _ = read_config(ROOT / rel)
+    cfg = import_config(data, rel, name)
+    cfg["sources"]["hub"] = f"https://huggingface.co/{hub}/blob/main/config.json (the fixture's provenance: " \
+                            "tests/fixtures/hf/SOURCES.md)"
+    return ROOT / "configs" / f"{name}.yaml", to_yaml(cfg)
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    bad = 0
+    for fixture in ZOO:
+        path, text = render(fixture)
+        if check:
+            if not path.is_file() or path.read_text() != text:
+                print(f"differs: {path.relative_to(ROOT)}")
+                bad += 1
+        else:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
