@@ -442,7 +442,7 @@ def parse_model(data: Any, path: str) -> ModelSpec:
     unused = [k for k in kinds if k not in set(layers) | set(mtp)]
     if unused:
         raise ctx.err(f"layer_kinds.{unused[0]}", "declared but used by no layer")
-    precisions = _precisions(ctx, data["precisions"], roles, {c: components[c] for c in used})
+    precisions = _precisions(ctx, data["precisions"], roles, {c: comp for c, comp in components.items() if c in used})
     default = ctx.name(data["default_precision"], "default_precision")
     if default not in precisions:
         raise ctx.err("default_precision", f"{default!r} is not among precisions ({', '.join(precisions)})")

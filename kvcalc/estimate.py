@@ -62,11 +62,11 @@ class Estimate:
     contexts: np.ndarray
     layers: tuple[LayerBytes, ...]
     per_sequence: np.ndarray  # bytes per context for one sequence
-    context_warnings: tuple[tuple[int, str], ...]  # (context, message)
+    context_warning: str | None = None  # one line for every context beyond the model's max_context
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        return tuple(msg for _, msg in self.context_warnings)
+        return (self.context_warning,) if self.context_warning else ()
 
     @property
     def total(self) -> np.ndarray:
@@ -171,7 +171,8 @@ class Estimate:
         return out
 
     def warnings_for(self, context: int) -> list[str]:
-        return [msg for ctx, msg in self.context_warnings if ctx == context]
+        mc = self.model.max_context
+        return [self.context_warning] if self.context_warning and mc is not None and context > mc else []
 
 
 def _contexts(context: int | Iterable[int]) -> np.ndarray:
@@ -269,14 +270,18 @@ def estimate(
         )
     per_seq = sum((layer.bytes for layer in layers), np.zeros_like(contexts))
 
-    warnings = []
+    warning = None  # one line per estimate, however many contexts it covers (vectorised, no per-context scan)
     if spec.max_context is not None:
-        for ctx in contexts.tolist():
-            if ctx > spec.max_context:
-                warnings.append((ctx,
-                    f"{spec.name}: context {ctx:,} ({format_tokens(ctx)}) exceeds the model's max_context "
-                    f"{spec.max_context:,} ({format_tokens(spec.max_context)}); computed anyway"
-                ))
+        over = contexts[contexts > spec.max_context]
+        if over.size:
+            limit = f"the model's max_context {spec.max_context:,} ({format_tokens(spec.max_context)}); computed anyway"
+            if over.size == 1:
+                ctx = int(over[0])
+                warning = f"{spec.name}: context {ctx:,} ({format_tokens(ctx)}) exceeds {limit}"
+            else:
+                lo, hi = int(over.min()), int(over.max())
+                warning = (f"{spec.name}: {over.size:,} contexts ({format_tokens(lo)} to {format_tokens(hi)}) exceed "
+                           f"{limit}")
     return Estimate(
         model=spec,
         precision=prec.name,
@@ -286,5 +291,5 @@ def estimate(
         contexts=contexts,
         layers=tuple(layers),
         per_sequence=per_seq,
-        context_warnings=tuple(warnings),
+        context_warning=warning,
     )
