@@ -1,0 +1,110 @@
+"""`kvcalc sweep`: exact bytes over contexts x models x precisions, as columns.
+
+One vectorised :func:`kvcalc.estimate.estimate` per (model, precision) covers every context at once; the result
+is columnar (one array per field, not one object per point), so a million points cost a few numpy arrays.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import numpy as np
+
+from .config import load_model
+from .errors import KvcalcError
+from .estimate import estimate
+from .units import parse_tokens
+
+MAX_POINTS = 10_000_000
+
+_RANGE = re.compile(r"^\s*([^.:\s]+)\s*\.\.\s*([^.:\s]+)\s*(?::\s*(\S+))?\s*$")
+
+
+def parse_contexts(specs: Iterable[str], points: int = 64, flag: str = "--context") -> np.ndarray:
+    """Context lengths from ``4k,8k`` lists, ``4k..1M`` ranges (``points`` values, geometric, both ends kept,
+    duplicates after rounding dropped) and ``1k..64k:1k`` ranges with a step. Sorted, unique, int64."""
+    if isinstance(points, bool) or not isinstance(points, int) or not 2 <= points <= MAX_POINTS:
+        raise KvcalcError(f"points: must be an integer from 2 to {MAX_POINTS:,}, got {points!r}", param="points")
+    parts: list[np.ndarray] = []
+    for spec in specs:
+        for item in str(spec).split(","):
+            if not item.strip():
+                continue
+            m = _RANGE.match(item)
+            if not m:
+                parts.append(np.array([parse_tokens(item.strip(), flag)], dtype=np.int64))
+                continue
+            lo, hi = parse_tokens(m.group(1), flag), parse_tokens(m.group(2), flag)
+            if hi < lo:
+                raise KvcalcError(f"{flag}: range {item.strip()!r} runs backwards ({lo:,} > {hi:,})")
+            if m.group(3) is not None:
+                step = parse_tokens(m.group(3), flag)
+                n = (hi - lo) // step + 1
+                if n > MAX_POINTS:
+                    raise KvcalcError(f"{flag}: range {item.strip()!r} has {n:,} points; at most {MAX_POINTS:,}")
+                parts.append(np.arange(lo, hi + 1, step, dtype=np.int64))
+            else:
+                vals = np.rint(np.geomspace(lo, hi, points)).astype(np.int64)
+                vals[0], vals[-1] = lo, hi
+                parts.append(vals)
+    if not parts:
+        raise KvcalcError(f"{flag}: give at least one context length", param="context")
+    out = np.unique(np.concatenate(parts))
+    if out.size > MAX_POINTS:
+        raise KvcalcError(f"{flag}: {out.size:,} contexts; at most {MAX_POINTS:,}")
+    return out
+
+
+def sweep(models: Iterable, contexts: np.ndarray, precisions: Iterable[str] | None = None, basis: str = "complete",
+          mtp: bool = False) -> dict:
+    """Columns ``model``, ``precision``, ``context_tokens``, ``bytes_per_sequence`` (numpy arrays, one row per
+    (model, precision, context)) and ``warnings`` (one line per model whose max_context some context exceeds)."""
+    ctx = np.asarray(contexts, dtype=np.int64)
+    blocks = {"model": [], "precision": [], "context_tokens": [], "bytes_per_sequence": []}
+    warnings: list[str] = []
+    for m in models:
+        spec = load_model(m) if isinstance(m, str) else m
+        wanted = list(precisions) if precisions else [spec.default_precision]
+        if wanted == ["all"]:
+            wanted = list(spec.precisions)
+        seen_warning = False
+        for p in wanted:
+            e = estimate(spec, ctx, precision=p, basis=basis, mtp=mtp)
+            n = ctx.size
+            blocks["model"].append(np.full(n, spec.name, dtype=object))
+            blocks["precision"].append(np.full(n, e.precision, dtype=object))
+            blocks["context_tokens"].append(ctx)
+            blocks["bytes_per_sequence"].append(e.per_sequence)
+            if e.warnings and not seen_warning:
+                warnings.extend(e.warnings)
+                seen_warning = True
+    cols = {k: np.concatenate(v) if v else np.array([]) for k, v in blocks.items()}
+    cols["warnings"] = warnings
+    cols["basis"] = basis
+    return cols
+
+
+def to_json(cols: dict) -> dict:
+    return {
+        "columns": ["model", "precision", "context_tokens", "bytes_per_sequence"],
+        "basis": cols["basis"],
+        "units": "bytes per sequence, exact (no paging)",
+        "rows": int(cols["context_tokens"].size),
+        "model": cols["model"].tolist(),
+        "precision": cols["precision"].tolist(),
+        "context_tokens": cols["context_tokens"].tolist(),
+        "bytes_per_sequence": cols["bytes_per_sequence"].tolist(),
+        "warnings": cols["warnings"],
+    }
+
+
+def write_csv(cols: dict, out) -> None:
+    out.write("model,precision,context_tokens,bytes_per_sequence\n")
+    m, p, c, b = cols["model"], cols["precision"], cols["context_tokens"], cols["bytes_per_sequence"]
+    step = 100_000
+    for i in range(0, c.size, step):
+        j = min(c.size, i + step)
+        out.write("".join(f"{m[k]},{p[k]},{c[k]},{b[k]}\n" for k in range(i, j)))
+
