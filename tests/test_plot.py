@@ -1,0 +1,46 @@
+"""kvcalc plot: PNG and SVG files from the exact figures; matplotlib only when a plot is asked for."""
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+
+def test_memory_vs_context_png_and_svg(cli, tmp_path):
+    png, svg = tmp_path / "m.png", tmp_path / "m.svg"
+    r = cli("plot", "deepseek-v3.2", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "-c", "4k..1M", "-o", str(png))
+    assert r.code == 0, r.err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = cli("plot", "deepseek-v3.2", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "-c", "4k..1M", "-o", str(svg))
+    assert r.code == 0
+    text = svg.read_text()
+    assert text.startswith("<?xml") and "DeepSeek-V4-Pro fp8" in text and "NVIDIA H200" in text
+    # deterministic SVG: the same command twice gives the same bytes
+    again = tmp_path / "m2.svg"
+    cli("plot", "deepseek-v3.2", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "-c", "4k..1M", "-o", str(again))
+    assert again.read_bytes() == svg.read_bytes()
+
+
+def test_layers_chart(cli, tmp_path):
+    out = tmp_path / "l.svg"
+    r = cli("plot", "deepseek-v3.2", "deepseek-v4-pro", "-p", "fp8", "--layers", "--at", "1M", "-o", str(out))
+    assert r.code == 0, r.err
+    text = out.read_text()
+    # the panel titles carry the exact totals: V4-Pro fp8 at 1M = 5,299,115,008 B = 4.94 GiB
+    assert "4.94 GiB per sequence" in text and "compressed entries" in text and "fixed state" in text
+
+
+def test_refusals(cli, tmp_path):
+    r = cli("plot", "llama-3.1-8b", "-o", str(tmp_path / "x.jpg"))
+    assert r.code == 2 and r.err.startswith("kvcalc: error: --output:") and ".png or .svg" in r.err
+    r = cli("plot", "llama-3.1-8b", "-o", str(tmp_path / "no-such-dir" / "x.png"))
+    assert r.code == 2 and "cannot write" in r.err
+
+
+def test_without_matplotlib_one_line(tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None; from kvcalc.cli import main; "
+            f"main(['plot', 'llama-3.1-8b', '-o', {str(tmp_path / 'x.png')!r}])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == "kvcalc: error: plot needs matplotlib: pip install 'kvcalc[plot]'"
