@@ -38,7 +38,7 @@ FLAGS = {
     "mtp": "--mtp", "tp": "--tp", "pp": "--pp", "dp": "--dp", "gpu": "--gpu", "block_size": "--block-size",
     "kv_memory": "--kv-memory", "weights": "--weights-gib", "reserve": "--reserve-gib", "engine": "--engine",
     "gpu_memory_utilization": "--gpu-memory-utilization", "concurrency": "--concurrency", "device": "--device",
-    "fill": "--fill", "writer": "--writer", "file": "FILE",
+    "fill": "--fill", "writer": "--writer", "file": "FILE", "points": "--points", "output": "--output",
 }
 
 
@@ -350,6 +350,92 @@ def _write_atomic(path: str, text: str, flag: str) -> None:
         except OSError:
             pass
         raise KvcalcError(f"{flag}: cannot write {path!r}: {exc.strerror}") from None
+
+
+@app.command()
+def sweep(
+    models: List[str] = typer.Argument(..., metavar="MODEL...", help="Config names, YAML paths or config.json files."),
+    context: List[str] = typer.Option(["1k..1M"], "--context", "-c", help="Lists (4k,8k), ranges A..B (--points values, "
+                                      "geometric) or A..B:STEP. Repeatable."),
+    points: int = typer.Option(64, "--points", help="Values per A..B range."),
+    precision: Optional[List[str]] = typer.Option(None, "--precision", "-p", help=PRECISION_HELP),
+    basis: str = typer.Option("complete", "--basis", help=BASIS_HELP),
+    mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s)."),
+    fmt: str = typer.Option("csv", "--format", help="csv or json (columnar: one array per field)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here (atomically); default: stdout."),
+) -> None:
+    """Exact bytes per sequence over contexts x models x precisions, as a CSV or a columnar JSON."""
+    import io
+
+    from .sweep import parse_contexts, sweep as run_sweep, to_json, write_csv
+
+    if fmt not in ("csv", "json"):
+        raise KvcalcError(f"--format: choose csv or json, got {fmt!r}")
+    contexts = parse_contexts(context, points)
+    cols = run_sweep(models, contexts, precision, basis, mtp)
+    _warn(cols["warnings"])
+    if fmt == "json":
+        text = json.dumps(to_json(cols)) + "\n"
+    else:
+        buf = io.StringIO()
+        write_csv(cols, buf)
+        text = buf.getvalue()
+    if output:
+        _write_atomic(output, text, "--output")
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
+def plot(
+    models: List[str] = typer.Argument(..., metavar="MODEL...", help="Config names, YAML paths or config.json files."),
+    context: List[str] = typer.Option(["4k..1M"], "--context", "-c", help="Contexts: A..B range or a list (see sweep)."),
+    output: str = typer.Option(..., "--output", "-o", help="FILE.png or FILE.svg (the suffix picks the format)."),
+    precision: Optional[List[str]] = typer.Option(None, "--precision", "-p", help=PRECISION_HELP),
+    gpu: Optional[List[str]] = typer.Option(None, "--gpu", help="Draw this accelerator's memory (see `kvcalc gpus`). Repeatable."),
+    layers: bool = typer.Option(False, "--layers", help="Per-layer stacked bars at one context instead of memory vs context."),
+    at: Optional[str] = typer.Option(None, "--at", help="The context of --layers (default: the largest of --context)."),
+    points: int = typer.Option(64, "--points", help="Values per A..B range."),
+    basis: str = typer.Option("complete", "--basis", help=BASIS_HELP),
+) -> None:
+    """Memory vs context on log axes (with GPU memory lines), or a per-layer stacked chart; PNG or SVG."""
+    from .config import load_model
+    from .sweep import parse_contexts
+    from .units import parse_tokens
+
+    from . import plot as P
+
+    P._format_of(output)
+    specs = [load_model(m) for m in models]
+    contexts = parse_contexts(context, points)
+    if layers:
+        P.layers_chart(specs, parse_tokens(at, "--at") if at else int(contexts[-1]), precision, output, basis)
+    else:
+        from .hardware import get_gpu
+
+        P.memory_vs_context(specs, contexts, precision, [get_gpu(g) for g in gpu or []], output, basis)
+    print(f"kvcalc: wrote {output}", file=sys.stderr)
+
+
+@app.command("report")
+def report_cmd(
+    out: str = typer.Option("reports", "--out", help="Folder to write (default: reports/ here)."),
+    check: bool = typer.Option(False, "--check", help="Only compare the committed tables with what the code prints; exit 1 on a difference."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Also draw the plots (needs kvcalc[plot])."),
+) -> None:
+    """Regenerate every published table and plot under reports/ (or check the committed ones)."""
+    from . import regen
+
+    if check:
+        stale = regen.check(out)
+        for name in stale:
+            print(f"kvcalc: {out}/{name} differs from what the code prints; run `kvcalc report`", file=sys.stderr)
+        if stale:
+            raise typer.Exit(1)
+        print(f"kvcalc: {len(regen.TABLES) + 1} tables under {out}/ match the code", file=sys.stderr)
+        return
+    for path in regen.generate(out, plots):
+        print(f"wrote {path}")
 
 
 @app.command("check-log")

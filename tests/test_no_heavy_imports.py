@@ -25,7 +25,9 @@ for argv in (["estimate", "--context", "1M", "--json"], ["estimate", "deepseek-v
              ["compare", "deepseek-v3.2", "deepseek-v4-pro"], ["show", "deepseek-v4-flash"], ["claims"],
              ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--tp", "8", "-p", "fp8", "--json"],
              ["capacity", "llama-3.1-8b", "--kv-memory", "40GiB", "-c", "8k", "--concurrency", "4"], ["gpus"],
-             ["check-log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"]):
+             ["check-log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"],
+             ["sweep", "llama-3.1-8b", "deepseek-v4-pro", "-c", "1k..1M", "--format", "json"],
+             ["estimate", "--hf", "tests/fixtures/hf/qwen3-next-80b-a3b.json"], ["report", "--check"]):
     try:
         main(argv)
     except SystemExit as exc:

@@ -1,0 +1,112 @@
+"""`kvcalc report`: regenerate every published table and plot under ``reports/`` in one command, so each figure
+in the repository can be reproduced; ``--check`` compares the committed tables with what the code prints now.
+
+Tables are the CLI's own output (fixed 100 columns), plots are SVG. Figures measured on hardware
+(``reports/verify/*.json``, benchmarks) are not recomputed here: they are measurements, and their table
+(``reports/verify/README.md``) is rebuilt from the JSON files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from pathlib import Path
+
+from .errors import KvcalcError
+
+# file -> the kvcalc command line whose output it holds
+TABLES = {
+    "headline.txt": ["estimate", "--context", "1M"],
+    "claims.txt": ["claims"],
+    "v4-pro-fp8-1m.txt": ["estimate", "deepseek-v4-pro", "--context", "1M", "--precision", "fp8"],
+    "capacity-v4-pro-8xh200-1m.txt": ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--gpus", "8", "--tp", "8",
+                                      "--context", "1M", "--precision", "fp8"],
+    "models.txt": ["models"],
+}
+PLOTS = {
+    "plots/memory-vs-context.svg": (["deepseek-v3.2", "deepseek-v4-pro", "deepseek-v4-flash", "gqa8-hd128-l61"],
+                                    ["fp8"], ["h200", "h100"], False),
+    "plots/layers-v32-vs-v4-pro.svg": (["deepseek-v3.2", "deepseek-v4-pro"], ["fp8"], [], True),
+}
+WIDTH = "100"
+
+
+def _run(argv: list[str]) -> str:
+    from .cli import _run as run_cli
+
+    out, err = io.StringIO(), io.StringIO()
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = WIDTH
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = run_cli(argv)
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+    if rc not in (0, None):
+        raise KvcalcError(f"report: `kvcalc {' '.join(argv)}` exited {rc}: {err.getvalue().strip()[:200]}")
+    text = f"$ kvcalc {' '.join(argv)}\n" + err.getvalue() + out.getvalue()
+    return "".join(line.rstrip() + "\n" for line in text.splitlines())
+
+
+def tables() -> dict[str, str]:
+    return {name: _run(argv) for name, argv in TABLES.items()}
+
+
+def verify_table(folder: Path) -> str | None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "verify_table.py"
+    if not script.is_file() or not folder.is_dir():
+        return None
+    r = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True)
+    return r.stdout if r.returncode == 0 else None
+
+
+def generate(out_dir: str = "reports", plots: bool = True) -> list[str]:
+    """Write every table (and plot) under ``out_dir``; returns the files written."""
+    out = Path(out_dir)
+    written = []
+    for name, text in tables().items():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(str(path))
+    vt = verify_table(out / "verify")
+    if vt is not None:
+        (out / "verify" / "README.md").write_text(vt)
+        written.append(str(out / "verify" / "README.md"))
+    if plots:
+        from . import plot as P
+        from .config import load_model
+        from .hardware import get_gpu
+        from .sweep import parse_contexts
+
+        for name, (models, precisions, gpus, layers) in PLOTS.items():
+            path = out / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            specs = [load_model(m) for m in models]
+            if layers:
+                P.layers_chart(specs, 1 << 20, precisions, str(path))
+            else:
+                P.memory_vs_context(specs, parse_contexts(["4k..1M"], 64), precisions, [get_gpu(g) for g in gpus],
+                                    str(path))
+            written.append(str(path))
+    return written
+
+
+def check(out_dir: str = "reports") -> list[str]:
+    """The committed tables that differ from what the code prints now (plots are not compared: their bytes
+    depend on the matplotlib version)."""
+    out = Path(out_dir)
+    stale = [name for name, text in tables().items()
+             if not (out / name).is_file() or (out / name).read_text() != text]
+    vt = verify_table(out / "verify")
+    if vt is not None and (not (out / "verify" / "README.md").is_file()
+                           or (out / "verify" / "README.md").read_text() != vt):
+        stale.append("verify/README.md")
+    return stale
