@@ -27,7 +27,8 @@ CONTEXT_HELP = (
 )
 PRECISION_HELP = "Storage precision as the model config names it (e.g. bf16, fp8), or 'all'. Repeatable."
 BASIS_HELP = (
-    "complete: everything a request holds (window, compressed entries, indexer, compressor state; MTP with "
+    "complete: everything a request holds (K/V, latents, window, compressed entries, indexer, compressor or SSM "
+    "state; MTP with "
     "--mtp). article: what vLLM's DeepSeek V4 write-up counts (no state, no MTP)."
 )
 

@@ -19,8 +19,9 @@ from .units import MAX_TOKENS, format_tokens
 
 Basis = Literal["article", "complete"]
 BASES: dict[str, str] = {
-    "complete": "every cache a request holds: window, compressed entries, indexer keys and fixed per-request "
-    "state (compressor partials) of every main layer, plus the MTP layer when --mtp is set",
+    "complete": "every cache a request holds in every main layer: per-token caches (K/V, latents, windows, "
+    "compressed entries, indexer keys) and fixed per-request state (compressor partials, SSM / linear-attention "
+    "state), plus the MTP layers when --mtp is set",
     "article": "what vLLM's DeepSeek V4 write-up counts: window, compressed entries and indexer keys of the "
     "main layers; no per-request state, no MTP layer",
 }

@@ -77,7 +77,7 @@ def test_deepseek_v4_flash():
 
 @pytest.mark.parametrize("fixture, shipped", [("deepseek-v4-flash", "deepseek-v4-flash"),
                                               ("deepseek-v3.2", "deepseek-v3.2"), ("llama-3.1-8b", "llama-3.1-8b"),
-                                              ("qwen3-8b", "qwen3-8b")])
+                                              ("qwen3-8b", "qwen3-8b"), ("gemma-3-27b", "gemma-3-27b")])
 def test_imports_agree_with_the_hand_written_configs(fixture, shipped):
     """Two independent routes to the same model: the config kvcalc ships (written by hand from the model's
     report and config) and the importer reading config.json. Every precision both have, with and without
@@ -213,3 +213,28 @@ def test_zoo_models_load_by_name():
     assert spec.default_precision == "fp16"
     assert int(estimate(spec, [K]).per_sequence[0]) == 32 * K * 2 * 32 * 128 * 2
     assert int(estimate(load_model("glm-5"), [K]).per_sequence[0]) == 78 * K * 1408
+
+
+@pytest.mark.parametrize("fixture", sorted(p.stem for p in HF.glob("*.json")))
+def test_round_trip_through_yaml(fixture, cli, tmp_path):
+    """import-hf -> YAML file -> estimate equals estimate --hf on the config.json directly, every precision."""
+    out = tmp_path / f"{fixture}.yaml"
+    r = cli("import-hf", str(HF / f"{fixture}.json"), "-o", str(out))
+    assert r.code == 0, r.err
+    a, b = load_model(str(out)), load_hf(HF / f"{fixture}.json")
+    ctx = [1, 100, 4096, 1 << 17, 1 << 20]
+    for prec in b.precisions:
+        for mtp in (False, True):
+            assert np.array_equal(estimate(a, ctx, precision=prec, mtp=mtp).per_sequence,
+                                  estimate(b, ctx, precision=prec, mtp=mtp).per_sequence), (prec, mtp)
+
+
+def test_gemma3_from_the_published_minimal_config():
+    """google/gemma-3-27b-it publishes a minimal config: text_config without sliding_window_pattern, so the
+    transformers default (6: five local layers, then one global) applies. 62 layers: 52 local over 1,024
+    tokens, 10 global; 16 KV heads of 128, K and V in bf16: 8,192 B per token per layer."""
+    per_token = 2 * 16 * 128 * 2
+    assert _bytes("gemma-3-27b") == 10 * K * per_token + 52 * 1024 * per_token
+    cfg = import_config(json.loads((HF / "gemma-3-27b.json").read_text()))
+    assert "default sliding_window_pattern 6" in cfg["layers"]["source"]
+    assert cfg["components"]["sliding"]["window"]["source"] == "config.json text_config.sliding_window"
