@@ -14,8 +14,8 @@ Families (``model_type``; nested ``text_config`` read for multimodal checkpoints
 * MLA + indexer (DSA): deepseek_v32, glm_moe_dsa;
 * DeepSeek V4 (deepseek_v4): ``compress_ratios`` per layer (0 window only, 4 c4a, 128 c128a), the window in
   every layer, compressor state, MTP layers;
-* hybrids with fixed recurrent state: qwen3_next (gated DeltaNet layers + full attention every
-  ``full_attention_interval``), nemotron_h (``hybrid_override_pattern``: M Mamba-2, * attention, - and E
+* hybrids with fixed recurrent state: qwen3_next and qwen3_5 (gated DeltaNet layers + full attention every
+  ``full_attention_interval`` or as ``layer_types`` says; ``mamba_ssm_dtype``; Qwen3.5's MTP layer), nemotron_h (``hybrid_override_pattern``: M Mamba-2, * attention, - and E
   layers without cache). Their state is in the precision's ``state`` role: the model dtype, as vLLM keeps it.
 
 Torch-free, like the rest of the core. Pure function of the JSON: no network.
@@ -36,7 +36,7 @@ GQA = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"
 MLA = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 DSA = {"deepseek_v32", "glm_moe_dsa"}
 V4 = {"deepseek_v4"}
-HYBRID = {"qwen3_next", "nemotron_h"}
+HYBRID = {"qwen3_next", "qwen3_5", "qwen3_5_text", "nemotron_h"}
 SUPPORTED = sorted(GQA | MLA | DSA | V4 | HYBRID)
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -350,14 +350,26 @@ def _import_qwen3_next(fields: _Fields) -> dict:
                    "v_head_dim": fields.value("linear_value_head_dim"),
                    "conv_kernel": fields.value("linear_conv_kernel_dim")},
     }
+    ssm = fields.raw("mamba_ssm_dtype")
+    if ssm is not None:
+        names = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+        if ssm not in names:
+            raise _fail(f"{fields.file}: {fields.prefix}mamba_ssm_dtype: {ssm!r} is not one of {', '.join(names)}")
+        comps["linear"]["ssm_dtype"] = names[ssm]
+        comps["linear"]["note"] = f"recurrent state in {names[ssm]}: {fields.src('mamba_ssm_dtype')}"
     full = types.count("full_attention")
-    return {
+    out = {
         "description": f"{n} layers: {full} full attention, {n - full} gated DeltaNet (fixed state per request)",
         "precisions": _hybrid_precisions(), "components": comps,
         "layer_kinds": {"attention": ["full"], "linear": ["linear"]},
         "layers": {"select": types, "kinds": {"linear_attention": "linear", "full_attention": "attention"},
                    "source": how},
     }
+    mtp = fields.int("mtp_num_hidden_layers", minimum=0, default=0)
+    if mtp:
+        out["mtp"] = {"layers": mtp, "kind": "attention",
+                      "source": f"{fields.src('mtp_num_hidden_layers')} (a full-attention layer)"}
+    return out
 
 
 def _import_nemotron_h(fields: _Fields) -> dict:
@@ -409,7 +421,7 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
         body = _import_mla(fields, mt, indexer=True)
     elif mt in V4:
         body = _import_v4(fields)
-    elif mt == "qwen3_next":
+    elif mt in ("qwen3_next", "qwen3_5", "qwen3_5_text"):
         body = _import_qwen3_next(fields)
     elif mt == "nemotron_h":
         body = _import_nemotron_h(fields)

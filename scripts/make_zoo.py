@@ -25,6 +25,9 @@ ZOO = {
     "kimi-k2": ("kimi-k2", "moonshotai/Kimi-K2-Instruct"),
     "glm-dsa": ("glm-5", "zai-org/GLM-5"),
     "qwen3-next-80b-a3b": ("qwen3-next-80b-a3b", "Qwen/Qwen3-Next-80B-A3B-Thinking"),
+    "qwen3.5-9b": ("qwen3.5-9b", "Qwen/Qwen3.5-9B"),
+    "phi-4": ("phi-4", "microsoft/phi-4"),
+    "mistral-7b-v0.3": ("mistral-7b-v0.3", "mistralai/Mistral-7B-Instruct-v0.3"),
 }
 
 

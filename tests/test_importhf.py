@@ -238,3 +238,20 @@ def test_gemma3_from_the_published_minimal_config():
     cfg = import_config(json.loads((HF / "gemma-3-27b.json").read_text()))
     assert "default sliding_window_pattern 6" in cfg["layers"]["source"]
     assert cfg["components"]["sliding"]["window"]["source"] == "config.json text_config.sliding_window"
+
+
+def test_qwen3_5_state_dtype_and_mtp():
+    # 32 layers in layer_types: 8 full attention (4 KV heads x 256, K and V, bf16: 4,096 B per token) and 24
+    # gated DeltaNet layers: conv 3 x (2 x 16 x 128 + 32 x 128) = 24,576 values in the state role (bf16),
+    # recurrent 32 x 128 x 128 = 524,288 values in fp32 (config.json mamba_ssm_dtype float32)
+    per_state = 24_576 * 2 + 524_288 * 4
+    assert _bytes("qwen3.5-9b") == 8 * K * 4096 + 24 * per_state
+    # the MTP layer is one more full-attention layer
+    assert _bytes("qwen3.5-9b", mtp=True) == 9 * K * 4096 + 24 * per_state
+
+
+def test_phi4_and_mistral_v03():
+    # phi-4: 40 layers, 10 KV heads, head_dim 5120 / 40 = 128 (derived), no sliding window
+    assert _bytes("phi-4") == 40 * K * 2 * 10 * 128 * 2
+    # Mistral-7B v0.3: sliding_window null, every layer full; 32 layers, 8 KV heads of 4096 / 32 = 128
+    assert _bytes("mistral-7b-v0.3") == 32 * K * 2 * 8 * 128 * 2
