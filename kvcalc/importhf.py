@@ -16,7 +16,11 @@ Families (``model_type``; nested ``text_config`` read for multimodal checkpoints
   every layer, compressor state, MTP layers;
 * hybrids with fixed recurrent state: qwen3_next and qwen3_5 (gated DeltaNet layers + full attention every
   ``full_attention_interval`` or as ``layer_types`` says; ``mamba_ssm_dtype``; Qwen3.5's MTP layer), nemotron_h (``hybrid_override_pattern``: M Mamba-2, * attention, - and E
-  layers without cache). Their state is in the precision's ``state`` role: the model dtype, as vLLM keeps it.
+  layers without cache), jamba (Mamba-1 + attention every ``attn_layer_period``), falcon_h1 (attention and
+  Mamba-2 side by side in every layer), minimax (``attn_type_list``: lightning linear attention + softmax).
+  Their state is in the precision's ``state`` role: the model dtype, as vLLM keeps it;
+* llama4 (chunked local attention over ``attention_chunk_size`` in the RoPE layers, global NoPE layers by
+  ``no_rope_layers``).
 
 Torch-free, like the rest of the core. Pure function of the JSON: no network.
 """
@@ -36,8 +40,9 @@ GQA = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"
 MLA = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 DSA = {"deepseek_v32", "glm_moe_dsa"}
 V4 = {"deepseek_v4"}
-HYBRID = {"qwen3_next", "qwen3_5", "qwen3_5_text", "nemotron_h"}
-SUPPORTED = sorted(GQA | MLA | DSA | V4 | HYBRID)
+HYBRID = {"qwen3_next", "qwen3_5", "qwen3_5_text", "nemotron_h", "jamba", "falcon_h1", "minimax"}
+CHUNKED = {"llama4", "llama4_text"}
+SUPPORTED = sorted(GQA | MLA | DSA | V4 | HYBRID | CHUNKED)
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_CONFIG_BYTES = 16 << 20
@@ -409,6 +414,93 @@ def _import_nemotron_h(fields: _Fields) -> dict:
     }
 
 
+def _import_jamba(fields: _Fields) -> dict:
+    n = fields.int("num_hidden_layers")
+    period, offset = fields.int("attn_layer_period"), fields.int("attn_layer_offset", minimum=0)
+    hidden, expand = fields.int("hidden_size"), fields.int("mamba_expand")
+    types = ["attention" if i % period == offset else "mamba" for i in range(n)]
+    how = f"{fields.src('attn_layer_period')} {period}, attn_layer_offset {offset}: layer i attends when i % {period} == {offset}"
+    comps = {
+        "attention": _attention(fields),
+        "mamba": {"cache": "mamba", "conv_kernel": fields.value("mamba_d_conv"), "state_size": fields.value("mamba_d_state"),
+                  "intermediate": {"value": expand * hidden, "source": f"{fields.src('mamba_expand')} {expand} x "
+                                   f"hidden_size {hidden} (vLLM jamba MambaMixer)"}},
+    }
+    return {
+        "description": f"{n} layers: {types.count('attention')} attention, {types.count('mamba')} Mamba-1",
+        "precisions": _hybrid_precisions(), "components": comps,
+        "layer_kinds": {"attention": ["attention"], "mamba": ["mamba"]},
+        "layers": {"select": types, "kinds": {"attention": "attention", "mamba": "mamba"}, "source": how},
+    }
+
+
+def _import_falcon_h1(fields: _Fields) -> dict:
+    n = fields.int("num_hidden_layers")
+    hidden = fields.int("hidden_size")
+    if fields.has("mamba_d_ssm"):
+        inter = fields.value("mamba_d_ssm")
+    else:
+        e = fields.int("mamba_expand")
+        inter = {"value": e * hidden, "source": f"{fields.src('mamba_expand')} {e} x hidden_size {hidden}"}
+    comps = {
+        "attention": _attention(fields),
+        "mamba": {"cache": "mamba2", "heads": fields.value("mamba_n_heads"), "head_dim": fields.value("mamba_d_head"),
+                  "state_size": fields.value("mamba_d_state"), "groups": fields.value("mamba_n_groups"),
+                  "conv_kernel": fields.value("mamba_d_conv"), "intermediate": inter},
+    }
+    return {
+        "description": f"{n} layers, each with attention and a Mamba-2 mixer side by side",
+        "precisions": _hybrid_precisions(), "components": comps,
+        "layer_kinds": {"hybrid": ["attention", "mamba"]},
+        "layers": [{"pattern": ["hybrid"], "layers": {"value": n, "source": fields.src("num_hidden_layers")},
+                    "note": "Falcon-H1: attention and Mamba-2 run in parallel in every layer"}],
+    }
+
+
+def _import_minimax(fields: _Fields) -> dict:
+    n = fields.int("num_hidden_layers")
+    types = fields.raw("attn_type_list")
+    if not isinstance(types, list) or len(types) != n or any(t not in (0, 1) or isinstance(t, bool) for t in types):
+        raise _fail(f"{fields.file}: {fields.prefix}attn_type_list: must list {n} values of 0 (linear) or 1 (softmax)")
+    comps = {
+        "softmax": _attention(fields),
+        "linear": {"cache": "linear_attention", "heads": fields.value("num_attention_heads"),
+                   "head_dim": fields.value("head_dim") if fields.has("head_dim") else _head_dim(fields)},
+    }
+    return {
+        "description": f"{n} layers: {types.count(1)} softmax attention, {types.count(0)} lightning (linear) attention",
+        "precisions": _hybrid_precisions(), "components": comps,
+        "layer_kinds": {"softmax": ["softmax"], "linear": ["linear"]},
+        "layers": {"select": {"value": types, "source": fields.src("attn_type_list")},
+                   "kinds": {0: "linear", 1: "softmax"}},
+    }
+
+
+def _import_llama4(fields: _Fields) -> dict:
+    n = fields.int("num_hidden_layers")
+    chunk = fields.value("attention_chunk_size")
+    nr = fields.raw("no_rope_layers")
+    if nr:
+        if not isinstance(nr, list) or len(nr) != n or any(v not in (0, 1) or isinstance(v, bool) for v in nr):
+            raise _fail(f"{fields.file}: {fields.prefix}no_rope_layers: must list {n} values of 0 (NoPE) or 1 (RoPE)")
+        rope, how = list(nr), fields.src("no_rope_layers")
+    else:
+        k = fields.int("no_rope_layer_interval", default=4)
+        rope = [int((i + 1) % k != 0) for i in range(n)]
+        how = f"transformers Llama4TextConfig default: every {k}th layer NoPE (no_rope_layers omitted)"
+    att = _attention(fields)
+    comps = {"global": att, "chunked": dict(att, cache="chunked_attention", chunk=chunk)}
+    types = ["chunked" if r else "global" for r in rope]
+    return {
+        "description": (f"{n} layers: {types.count('chunked')} chunked local attention over "
+                        f"{chunk['value']} tokens (RoPE), {types.count('global')} global (NoPE)"),
+        "precisions": _gqa_precisions(fields), "components": comps,
+        "layer_kinds": {"global": ["global"], "chunked": ["chunked"]},
+        "layers": {"select": types, "kinds": {"chunked": "chunked", "global": "global"},
+                   "source": f"{how}; vLLM gives the RoPE layers chunked local attention"},
+    }
+
+
 def import_config(data: dict, file: str = "config.json", name: str | None = None) -> dict:
     """The kvcalc config (a dict ready for YAML) for a Hugging Face config."""
     fields = _Fields(data, file)
@@ -425,6 +517,14 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
         body = _import_qwen3_next(fields)
     elif mt == "nemotron_h":
         body = _import_nemotron_h(fields)
+    elif mt == "jamba":
+        body = _import_jamba(fields)
+    elif mt == "falcon_h1":
+        body = _import_falcon_h1(fields)
+    elif mt == "minimax":
+        body = _import_minimax(fields)
+    elif mt in CHUNKED:
+        body = _import_llama4(fields)
     else:
         raise _fail(f"{file}: model_type: {mt!r} is not a family kvcalc imports (supported: {', '.join(SUPPORTED)})")
     nm = _name_for(fields, name)

@@ -126,6 +126,25 @@ class SlidingWindowAttention(_Windowed, FullAttention):
 
 # ---- latent caches: one vector per token serves as key and value (MLA, DeepSeek V4) ---------------------
 @dataclass(frozen=True, kw_only=True)
+class ChunkedAttention(FullAttention):
+    """K and V for the tokens of the current attention chunk (Llama 4's chunked local attention: a token
+    attends to the tokens of its own ``chunk``-token chunk). After L tokens the chunk holding the last token
+    is kept: ``L - chunk x floor((L - 1) / chunk)`` tokens, from 1 to ``chunk``."""
+
+    kind: ClassVar[str] = "chunked_attention"
+    summary: ClassVar[str] = "K and V per KV head for the tokens of the current `chunk`-token chunk (Llama 4)"
+
+    chunk: int
+
+    def entries(self, contexts: np.ndarray) -> np.ndarray:
+        c = np.asarray(contexts, dtype=np.int64)
+        return np.where(c > 0, c - self.chunk * ((c - 1) // self.chunk), 0)
+
+    def rule(self) -> str:
+        return f"L-{self.chunk}*((L-1)//{self.chunk})"
+
+
+@dataclass(frozen=True, kw_only=True)
 class MLALatent(CacheSpec):
     kind: ClassVar[str] = "mla"
     summary: ClassVar[str] = "one latent vector per token (`dim` wide, last `rope_dim` are RoPE dims)"
@@ -308,7 +327,6 @@ class RecurrentState(CacheSpec):
 
     per_token: ClassVar[bool] = False
     storage: str = "state"
-    conv_kernel: int
     dtype: str | None = None
     ssm_dtype: str | None = None
 
@@ -336,11 +354,12 @@ class RecurrentState(CacheSpec):
     def fixed_bytes(self, fmt: StorageFormat | None = None) -> int:
         conv, ssm = self.dtypes(fmt)
         where = f"component {self.name}"
-        return (get_format(conv).entry_bytes(self.conv_values(), 0, where)
+        cv = self.conv_values()
+        return ((get_format(conv).entry_bytes(cv, 0, where) if cv else 0)
                 + get_format(ssm).entry_bytes(self.ssm_values(), 0, where))
 
     def validate(self, where: str) -> None:
-        if self.conv_kernel < 2:
+        if getattr(self, "conv_kernel", 2) < 2:
             raise KvcalcError(f"{where}.conv_kernel: must be at least 2 (the state keeps conv_kernel - 1 steps), "
                               f"got {self.conv_kernel}")
         for key in ("dtype", "ssm_dtype"):
@@ -360,6 +379,7 @@ class Mamba2State(RecurrentState):
     kind: ClassVar[str] = "mamba2"
     summary: ClassVar[str] = "Mamba-2 conv + SSM state (fixed per request)"
 
+    conv_kernel: int
     heads: int
     head_dim: int
     state_size: int
@@ -383,6 +403,7 @@ class GatedDeltaNetState(RecurrentState):
     kind: ClassVar[str] = "gated_deltanet"
     summary: ClassVar[str] = "gated DeltaNet conv + recurrent state (fixed per request)"
 
+    conv_kernel: int
     k_heads: int
     v_heads: int
     k_head_dim: int
@@ -395,10 +416,48 @@ class GatedDeltaNetState(RecurrentState):
         return self.v_heads * self.v_head_dim * self.k_head_dim
 
 
+@dataclass(frozen=True, kw_only=True)
+class Mamba1State(RecurrentState):
+    """Mamba-1 (Jamba): conv state ``(conv_kernel - 1) x intermediate`` and SSM state ``intermediate x
+    state_size`` (vLLM ``MambaStateShapeCalculator.mamba1_state_shape``)."""
+
+    kind: ClassVar[str] = "mamba"
+    summary: ClassVar[str] = "Mamba-1 conv + SSM state (fixed per request)"
+
+    conv_kernel: int
+    intermediate: int
+    state_size: int
+
+    def conv_values(self) -> int:
+        return (self.conv_kernel - 1) * self.intermediate
+
+    def ssm_values(self) -> int:
+        return self.intermediate * self.state_size
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearAttentionState(RecurrentState):
+    """Linear ("lightning") attention (MiniMax): one ``head_dim x head_dim`` state per head, no convolution
+    (vLLM ``MambaStateShapeCalculator.linear_attention_state_shape``)."""
+
+    kind: ClassVar[str] = "linear_attention"
+    summary: ClassVar[str] = "linear-attention state heads x head_dim x head_dim (fixed per request)"
+
+    heads: int
+    head_dim: int
+
+    def conv_values(self) -> int:
+        return 0
+
+    def ssm_values(self) -> int:
+        return self.heads * self.head_dim * self.head_dim
+
+
 CACHE_KINDS: dict[str, type[CacheSpec]] = {
     cls.kind: cls
     for cls in (FullAttention, SlidingWindowAttention, MLALatent, SlidingWindowMLA, CompressedMLA, IndexerCache,
-                FixedState, CompressorState, Mamba2State, GatedDeltaNetState)
+                FixedState, CompressorState, Mamba2State, GatedDeltaNetState, Mamba1State, LinearAttentionState,
+                ChunkedAttention)
 }
 
 

@@ -255,3 +255,67 @@ def test_phi4_and_mistral_v03():
     assert _bytes("phi-4") == 40 * K * 2 * 10 * 128 * 2
     # Mistral-7B v0.3: sliding_window null, every layer full; 32 layers, 8 KV heads of 4096 / 32 = 128
     assert _bytes("mistral-7b-v0.3") == 32 * K * 2 * 8 * 128 * 2
+
+
+# ---- families without a verbatim config.json fixture (none could be found offline): the test writes the
+# architecture fields of the published config, and the expected bytes by hand ------------------------------
+def _load(tmp_path, cfg):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    return load_hf(p)
+
+
+def test_llama4_chunked_attention(tmp_path):
+    # Llama-4-Scout text model: 48 layers, every 4th NoPE (global), the others chunked over 8,192 tokens;
+    # 8 KV heads of 128: 4,096 B per token per layer in bf16
+    spec = _load(tmp_path, {"model_type": "llama4", "text_config": {
+        "model_type": "llama4_text", "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8,
+        "head_dim": 128, "hidden_size": 5120, "attention_chunk_size": 8192}})
+    assert spec.layers[:4] == ("chunked", "chunked", "chunked", "global")
+    # at 20,000 tokens a chunked layer keeps the last chunk's 20,000 - 2 x 8,192 = 3,616 tokens
+    assert int(estimate(spec, [20_000]).per_sequence[0]) == 12 * 20_000 * 4096 + 36 * 3_616 * 4096
+    # at exactly 16,384 the second chunk is full: 8,192 tokens
+    assert int(estimate(spec, [16_384]).per_sequence[0]) == 12 * 16_384 * 4096 + 36 * 8_192 * 4096
+
+
+def test_jamba_mamba1(tmp_path):
+    # Jamba v0.1: 32 layers, attention where i % 8 == 4 (4 layers); Mamba-1 with d_state 16, d_conv 4,
+    # expand 2 x hidden 4096 = 8,192: conv 3 x 8,192 + SSM 8,192 x 16 values (vLLM mamba1_state_shape), bf16
+    spec = _load(tmp_path, {"model_type": "jamba", "num_hidden_layers": 32, "attn_layer_period": 8,
+                            "attn_layer_offset": 4, "hidden_size": 4096, "num_attention_heads": 32,
+                            "num_key_value_heads": 8, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2})
+    mamba = (3 * 8192 + 8192 * 16) * 2
+    assert int(estimate(spec, [K]).per_sequence[0]) == 4 * K * 2 * 8 * 128 * 2 + 28 * mamba
+
+
+def test_falcon_h1_parallel_hybrid(tmp_path):
+    # every layer holds attention (2 KV heads of 128) and a Mamba-2 state (24 heads x 64, d_state 256,
+    # 1 group, conv 4, d_ssm 1,536): conv 3 x (1,536 + 2 x 256) + SSM 24 x 64 x 256 values
+    spec = _load(tmp_path, {"model_type": "falcon_h1", "num_hidden_layers": 24, "hidden_size": 1024,
+                            "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128, "mamba_d_ssm": 1536,
+                            "mamba_n_heads": 24, "mamba_d_head": 64, "mamba_d_state": 256, "mamba_n_groups": 1,
+                            "mamba_d_conv": 4})
+    mamba = (3 * (1536 + 2 * 256) + 24 * 64 * 256) * 2
+    assert int(estimate(spec, [K]).per_sequence[0]) == 24 * (K * 2 * 2 * 128 * 2 + mamba)
+
+
+def test_minimax_lightning_attention(tmp_path):
+    # 8 layers, softmax attention every 4th (attn_type_list 1), lightning attention elsewhere: one 128 x 128
+    # state per head (64 heads), vLLM linear_attention_state_shape; softmax layers 8 KV heads of 128
+    types = [0, 0, 0, 1] * 2
+    spec = _load(tmp_path, {"model_type": "minimax", "num_hidden_layers": 8, "attn_type_list": types,
+                            "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 6144})
+    assert int(estimate(spec, [K]).per_sequence[0]) == 2 * K * 2 * 8 * 128 * 2 + 6 * 64 * 128 * 128 * 2
+    bad = {"model_type": "minimax", "num_hidden_layers": 8, "attn_type_list": [0, 2] * 4, "num_attention_heads": 64,
+           "head_dim": 128, "hidden_size": 6144}
+    with pytest.raises(KvcalcError, match="attn_type_list: must list 8 values of 0"):
+        _load(tmp_path, bad)
+
+
+def test_chunked_attention_is_refused_by_the_vllm_engine(tmp_path):
+    from kvcalc.plan import plan
+
+    spec = _load(tmp_path, {"model_type": "llama4_text", "num_hidden_layers": 4, "num_attention_heads": 8,
+                            "num_key_value_heads": 2, "head_dim": 64, "hidden_size": 512, "attention_chunk_size": 64})
+    with pytest.raises(KvcalcError, match="chunked_attention.*not modelled"):
+        plan(spec, 4096)

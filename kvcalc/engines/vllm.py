@@ -229,6 +229,11 @@ _RULES: list[tuple[type, object, tuple[int, ...] | None, int]] = [
 
 
 def _rule(comp: CacheSpec):
+    if comp.kind == "chunked_attention":  # vLLM's ChunkedLocalAttentionSpec: not modelled; never as full attention
+        raise KvcalcError(
+            f"engine vllm: cache kind 'chunked_attention' (component {comp.name}) is not modelled for vLLM "
+            f"{VERSION}; use the exact engine"
+        )
     for cls, fn, sizes, preferred in _RULES:
         if isinstance(comp, cls):
             if cls is IndexerCache:
