@@ -565,17 +565,21 @@ def main(argv: list[str] | None = None) -> None:
 _ABORT = getattr(typer, "Abort", KeyboardInterrupt)
 
 
-def _run(argv: list[str] | None) -> int:
-    from typer._click import exceptions as click_exc  # typer >= 0.27 vendors click
+def _click_kind(exc: BaseException) -> str | None:
+    """'help' for a bare `kvcalc`, 'usage' for any click error, None otherwise. Recognised by click's public
+    exception API (``format_message`` and ``exit_code``, class names in the MRO), so it works whether typer
+    vendors click (>= 0.27, a private module) or depends on it (< 0.27): no private import."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    if "NoArgsIsHelpError" in names:
+        return "help"
+    if "ClickException" in names and callable(getattr(exc, "format_message", None)):
+        return "usage"
+    return None
 
+
+def _run(argv: list[str] | None) -> int:
     try:
         rc = app(args=argv, prog_name="kvcalc", standalone_mode=False)
-    except click_exc.NoArgsIsHelpError as exc:  # bare `kvcalc`: the help, not an error
-        print(exc.format_message())
-        rc = 0
-    except click_exc.UsageError as exc:
-        print(f"kvcalc: error: {_usage_error(exc)}", file=sys.stderr)
-        rc = 2
     except KvcalcError as exc:
         print(f"kvcalc: error: {exc.renamed(FLAGS)}", file=sys.stderr)
         rc = exc.exit_code
@@ -583,11 +587,20 @@ def _run(argv: list[str] | None) -> int:
         raise
     except (KeyboardInterrupt, _ABORT):
         rc = 130
-    except Exception as exc:  # a bug: one line, never a traceback, unless asked for
-        if os.environ.get("KVCALC_DEBUG"):
+    except Exception as exc:
+        kind = _click_kind(exc)
+        if kind == "help":  # bare `kvcalc`: the help, not an error
+            print(exc.format_message())
+            rc = 0
+        elif kind == "usage":
+            print(f"kvcalc: error: {_usage_error(exc)}", file=sys.stderr)
+            rc = 2
+        elif os.environ.get("KVCALC_DEBUG"):
             raise
-        print(f"kvcalc: internal error: {type(exc).__name__}: {exc} (KVCALC_DEBUG=1 shows the traceback)", file=sys.stderr)
-        rc = 1
+        else:  # a bug: one line, never a traceback, unless asked for
+            print(f"kvcalc: internal error: {type(exc).__name__}: {exc} (KVCALC_DEBUG=1 shows the traceback)",
+                  file=sys.stderr)
+            rc = 1
     return rc if isinstance(rc, int) else 0
 
 

@@ -142,3 +142,43 @@ def test_config_text_is_printed_verbatim(tmp_path, cli):
     r = cli("show", str(path))
     assert r.code == 0
     assert "see [1] and [b]bold[/b]" in r.out and "paper [2]" in r.out
+
+
+def test_the_safety_net_uses_no_private_typer_module():
+    """click's errors are recognised by their public API, so the CLI works whether typer vendors click or not;
+    a private import (typer._click) broke every command on typer < 0.27."""
+    import ast
+    from pathlib import Path
+
+    import kvcalc.cli as C
+
+    tree = ast.parse(Path(C.__file__).read_text())
+    mods = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    mods += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in mods if m.startswith(("typer.", "click"))], mods
+
+
+def test_an_unexpected_exception_is_one_line(monkeypatch, capsys):
+    import kvcalc.cli as C
+
+    def boom(*a, **k):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(C.app, "__call__", boom, raising=False)
+    monkeypatch.setattr(C, "app", boom)
+    monkeypatch.delenv("KVCALC_DEBUG", raising=False)
+    assert C._run(["estimate"]) == 1
+    err = capsys.readouterr().err
+    assert err == "kvcalc: internal error: ZeroDivisionError: planted (KVCALC_DEBUG=1 shows the traceback)\n"
+
+
+def test_ctrl_c_exits_130(monkeypatch):
+    import typer
+
+    import kvcalc.cli as C
+
+    def interrupted(*a, **k):
+        raise typer.Abort()
+
+    monkeypatch.setattr(C, "app", interrupted)
+    assert C._run(["estimate"]) == 130
