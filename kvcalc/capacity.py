@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .config import ModelSpec, load_model
+from .config import ModelSpec, as_model
 from .engines import vllm as V
 from .errors import KvcalcError
 from .hardware import GPU, get_gpu
@@ -119,7 +119,7 @@ def capacity(
     """How many requests of ``context`` tokens fit, per GPU and in total. Either ``gpu`` (a catalogue
     name: the pool is utilisation x memory - weights - reserve) or ``kv_memory`` (the pool of each GPU,
     given directly, like vLLM's --kv-cache-memory-bytes) must be given."""
-    spec = load_model(model) if isinstance(model, str) else model
+    spec = as_model(model)
     parallel.check()
     settings = settings or V.Settings()
     if settings.pp != parallel.pp:

@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .config import config_names, load_model
+from .config import config_names, as_model, load_model
 from .engines import vllm as V
 from .errors import KvcalcError
 from .plan import plan
@@ -121,7 +121,7 @@ def check_log(text: str, source: str = "log", *, model=None, precision: str | No
     if not any(k in v for k in ("cache_tokens", "concurrency", "gpu_blocks", "available_gib")):
         raise KvcalcError(f"{source}: no vLLM KV cache lines found (looked for 'GPU KV cache size', 'Maximum "
                           "concurrency', 'Available KV cache memory', '# GPU blocks')", param="file")
-    spec = load_model(model) if isinstance(model, str) else model
+    spec = as_model(model) if model is not None else None
     if spec is None:
         spec = _model_for(v.get("model_id"))
         if spec is None:

@@ -22,6 +22,18 @@ UNITS = set(UNIT_BYTES) | {"x", "%", "entries", "layers"}
 CLAIM_KEYS = {"id", "claim", "source", "quote", "published", "unit", "basis", "compute", "tolerance", "note"}
 
 
+def _finite(v) -> bool:
+    """A real number that floats can hold: huge YAML integers (10**400) would overflow the comparison."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return abs(v) < 10**300 if isinstance(v, int) else math.isfinite(v) and abs(v) < 1e300
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text):,} characters)"
+
+
 @dataclass(frozen=True)
 class ClaimResult:
     id: str
@@ -186,8 +198,8 @@ def _check_one(raw: Any, index: int, path: str, sources: dict) -> ClaimResult:
     if unit not in UNITS:
         raise KvcalcError(f"{where}.unit: unknown unit {unit!r}; one of: {', '.join(sorted(UNITS))}")
     published = raw["published"]
-    if isinstance(published, bool) or not isinstance(published, (int, float)) or not math.isfinite(published):
-        raise KvcalcError(f"{where}.published: must be a finite number, got {published!r}")
+    if not _finite(published):
+        raise KvcalcError(f"{where}.published: must be a finite number below 1e300, got {_short(published)}")
     for key in ("claim", "quote", "basis"):
         if key in raw and not isinstance(raw[key], str):
             raise KvcalcError(f"{where}.{key}: must be text, got {raw[key]!r}")
@@ -195,8 +207,8 @@ def _check_one(raw: Any, index: int, path: str, sources: dict) -> ClaimResult:
     if not isinstance(tol, dict) or len(tol) != 1 or not set(tol) <= {"abs", "rel"}:
         raise KvcalcError(f"{where}.tolerance: must be {{abs: N}} or {{rel: r}}")
     (tkind, tval), = tol.items()
-    if isinstance(tval, bool) or not isinstance(tval, (int, float)) or not math.isfinite(tval) or tval < 0:
-        raise KvcalcError(f"{where}.tolerance.{tkind}: must be a finite non-negative number")
+    if not _finite(tval) or tval < 0:
+        raise KvcalcError(f"{where}.tolerance.{tkind}: must be a finite non-negative number below 1e300")
     if not isinstance(raw["source"], str) or raw["source"] not in sources:
         raise KvcalcError(f"{where}.source: {raw['source']!r} is not listed under sources")
 

@@ -101,11 +101,15 @@ def estimate(
     vs: Optional[str] = typer.Option(None, "--vs", help="Reference model for the ratio column."),
     hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON: a list, one object per model, precision and context."),
+    compact: bool = typer.Option(False, "--compact", help="With --json: one object per model and precision, contexts "
+                                 "as columns, bytes per layer kind instead of per layer (fast for many contexts)."),
 ) -> None:
     """KV cache bytes per sequence at a context length, with a per-layer breakdown and its basis."""
     from . import report
     from .units import parse_token_list
 
+    if compact and not as_json:
+        raise KvcalcError("--compact: only with --json")
     contexts = parse_token_list(context)
     if hf is not None:
         models = [*(models or []), _hf_path(hf)]
@@ -119,7 +123,7 @@ def estimate(
     refs = _estimates([vs], contexts, ["all"], basis, batch, mtp, what="--vs") if vs else []
     _warn(dict.fromkeys(w for r in results + refs for w in r.warnings))
     if as_json:
-        _print_json(report.estimates_json(results, refs))
+        _print_json([r.to_columns() for r in results] if compact else report.estimates_json(results, refs))
         return
     con = _console()
     single = not headline and len(models) == 1 and len(results) == 1 and not refs

@@ -8,6 +8,7 @@ The format is documented in docs/config-format.md.
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from .errors import KvcalcError
 from .formats import StorageFormat, get_format
 from .paths import configs_dir
-from .specs import (CACHE_KINDS, CacheSpec, CompressorState, FixedState, RecurrentState, required_fields,
+from .specs import (CACHE_KINDS, CacheSpec, CompressorState, RecurrentState, required_fields,
                     spec_fields)
 from .yamlio import load_yaml
 
@@ -188,6 +189,8 @@ class _Ctx:
         """Free text (descriptions, sources): a string."""
         if not isinstance(value, str):
             raise self.err(where, f"must be a string, got {_typename(value)}")
+        if len(value) > MAX_TEXT:
+            raise self.err(where, f"is {len(value):,} characters long; text fields hold at most {MAX_TEXT:,}")
         return value
 
     def boolean(self, value: Any, where: str) -> bool:
@@ -221,6 +224,9 @@ class _Ctx:
         source = self.text(data["source"], f"{where}.source")
         self.provenance[where] = source
         return source
+
+
+MAX_TEXT = 65_536  # characters in one free-text field (description, source, note): a page, not a book
 
 
 def _typename(value: Any) -> str:
@@ -474,16 +480,34 @@ def config_names() -> list[str]:
 _CACHE: dict[str, ModelSpec] = {}
 
 
+def as_model(model, what: str = "model") -> ModelSpec:
+    """A ModelSpec as given, or loaded from a name or path (str or os.PathLike); anything else is refused."""
+    return model if isinstance(model, ModelSpec) else load_model(model, what)
+
+
 def load_model(name_or_path: str, what: str = "model") -> ModelSpec:
     """A shipped config by name (``deepseek-v4-pro``), any YAML file by path, or a Hugging Face
     ``config.json`` (or a folder holding one: imported by :mod:`kvcalc.importhf`). ``what`` names the
     argument in error messages."""
-    key = str(name_or_path)
+    if not isinstance(name_or_path, (str, os.PathLike)) or isinstance(name_or_path, bytes):
+        raise KvcalcError(f"{what}: expected a model name or a path, got {type(name_or_path).__name__}", param=what)
+    key = os.fspath(name_or_path)
+    if not isinstance(key, str):
+        raise KvcalcError(f"{what}: expected a model name or a path, got {type(key).__name__}", param=what)
     if key in _CACHE:
         return _CACHE[key]
     candidate = Path(key)
     if not key.strip():
         raise KvcalcError(f"{what}: empty model name", param=what)
+    if "\x00" in key or any(len(part) > 255 for part in candidate.parts) or len(key) > 4096:
+        raise KvcalcError(f"{what}: {key[:60]!r}... is neither a model name nor a usable path (too long)", param=what)
+    try:
+        return _load_model(key, candidate, what)
+    except OSError as exc:  # the file system refused the path (permissions, a FIFO, ...)
+        raise KvcalcError(f"{what}: cannot read {key[:200]!r}: {exc.strerror or exc}", param=what) from None
+
+
+def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
     if key.endswith(".json") or (candidate.is_dir() and (candidate / "config.json").is_file()):
         from .importhf import load_hf  # a Hugging Face config.json, imported on the fly
 

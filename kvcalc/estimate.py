@@ -12,7 +12,7 @@ from typing import Iterable, Literal, Sequence
 
 import numpy as np
 
-from .config import ModelSpec, load_model
+from .config import ModelSpec, as_model
 from .errors import KvcalcError
 from .specs import RecurrentState
 from .units import MAX_TOKENS, format_tokens
@@ -171,6 +171,24 @@ class Estimate:
             )
         return out
 
+    def to_columns(self) -> dict:
+        """One object for every context at once, as columns: no per-layer breakdown, so 10,000 contexts cost
+        a few arrays (the ``--json --compact`` form)."""
+        return {
+            "model": self.model.name,
+            "precision": self.precision,
+            "basis": self.basis,
+            "batch": self.batch,
+            "mtp": self.mtp,
+            "paging": PAGING,
+            "context_tokens": self.contexts.tolist(),
+            "per_sequence_bytes": self.per_sequence.tolist(),
+            "total_bytes": self.total.tolist(),
+            "kinds": {label: {"layers": n, "components": [c.name for c in comps], "per_layer_bytes": b.tolist()}
+                      for label, (n, comps, b) in self.kinds().items()},
+            "warnings": list(self.warnings),
+        }
+
     def warnings_for(self, context: int) -> list[str]:
         mc = self.model.max_context
         return [self.context_warning] if self.context_warning and mc is not None and context > mc else []
@@ -206,7 +224,7 @@ def estimate(
     layers (speculative decoding on); it needs the complete basis. ``what`` names the precision argument
     in error messages.
     """
-    spec = load_model(model) if isinstance(model, str) else model
+    spec = as_model(model)
     if basis not in BASES:
         raise KvcalcError(f"basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}", param="basis")
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= MAX_BATCH:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .config import ModelSpec, load_model
+from .config import ModelSpec, as_model
 from .engines import vllm as V
 from .errors import KvcalcError
 from .estimate import estimate
@@ -252,7 +252,7 @@ def plan(
 ) -> PoolPlan:
     """The pool plan of ``model`` at max_model_len ``context`` on one rank: tensor parallelism ``tp``
     splits full-attention heads; ``stage`` (with ``settings.pp`` stages) keeps one pipeline stage's layers."""
-    spec = load_model(model) if isinstance(model, str) else model
+    spec = as_model(model)
     if engine not in ENGINES:
         raise KvcalcError(f"engine: unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}", param="engine")
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:

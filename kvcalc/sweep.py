@@ -12,7 +12,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .config import load_model
+from .config import as_model
 from .errors import KvcalcError
 from .estimate import estimate
 from .units import parse_tokens
@@ -65,7 +65,7 @@ def sweep(models: Iterable, contexts: np.ndarray, precisions: Iterable[str] | No
     blocks = {"model": [], "precision": [], "context_tokens": [], "bytes_per_sequence": []}
     warnings: list[str] = []
     for m in models:
-        spec = load_model(m) if isinstance(m, str) else m
+        spec = as_model(m)
         wanted = list(precisions) if precisions else [spec.default_precision]
         if wanted == ["all"]:
             wanted = list(spec.precisions)

@@ -35,6 +35,9 @@ def parse_tokens(text: str, what: str = "context") -> int:
             f"{what}: {raw!r} is not a token count; use a positive integer or a binary suffix "
             "k/M/G (1M = 1,048,576 tokens, 128k = 131,072)", param=what)
     number, suffix = m.group(1), m.group(2).lower()
+    if len(number) > 40:  # far beyond any limit; also keeps int() below Python's 4,300-digit conversion cap
+        raise KvcalcError(f"{what}: {raw[:40]!r}... ({len(number):,} digits) is beyond the supported limit of "
+                          f"{MAX_TOKENS:,} tokens (4G)", param=what)
     mult = TOKEN_SUFFIXES[suffix]
     if "." in number:
         whole, frac = number.split(".")

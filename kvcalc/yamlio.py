@@ -9,6 +9,7 @@ import yaml
 from .errors import KvcalcError
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_YAML_BYTES = 16 << 20
 
 
 class _StrictLoader(_Base):  # type: ignore[misc, valid-type]
@@ -37,6 +38,8 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 def load_yaml(path: Path):
     """Parse ``path`` with safe loading; any problem becomes a KvcalcError naming the file."""
     try:
+        if Path(path).stat().st_size > MAX_YAML_BYTES:
+            raise KvcalcError(f"{path}: larger than {MAX_YAML_BYTES >> 20} MiB; not a kvcalc config")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise KvcalcError(f"{path}: no such file") from None
@@ -49,3 +52,8 @@ def load_yaml(path: Path):
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc)
         raise KvcalcError(f"{where}: malformed YAML: {problem}") from None
+    except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
+        # a safe constructor rejecting an explicit tag's value (`!!bool 1`, `!!timestamp 2001-13-45`, ...)
+        detail = " ".join(str(exc).split())[:120]
+        raise KvcalcError(f"{path}: malformed YAML: an explicitly tagged value cannot be read ({type(exc).__name__}: "
+                          f"{detail})") from None

@@ -287,7 +287,7 @@ class Fill:
 
     # -- layout -------------------------------------------------------------------------------------------
     def _build_jobs(self) -> list[Job]:
-        p, torch = self.plan, self.torch
+        p = self.plan
         tensors = p.tensors(self.num_blocks)
         kinds = {t.component: classify(self.model, t.component) for t in tensors}
         groups = {g.index: g for g in p.groups}

@@ -1,0 +1,124 @@
+"""Hostile and odd input: one line on stderr, exit 2, never a traceback, and fast (issue 9's classes)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kvcalc
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA = (ROOT / "configs" / "llama-3.1-8b.yaml").read_text()
+
+
+def _one_line_exit_2(r, start="kvcalc: error: "):
+    assert r.code == 2, (r.code, r.err)
+    assert r.err.startswith(start) and r.err.count("\n") == 1, r.err
+    assert "Traceback" not in r.err
+
+
+def test_a_model_name_too_long_for_the_file_system(cli):
+    _one_line_exit_2(cli("estimate", "a" * 300))
+    _one_line_exit_2(cli("estimate", "a/" + "b" * 300 + ".yaml"))
+
+
+def test_a_context_beyond_pythons_int_conversion_limit(cli):
+    r = cli("estimate", "-c", "9" * 5000)
+    _one_line_exit_2(r)
+    assert "5,000 digits" in r.err
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("kvcalc: !!bool 1\n", "explicitly tagged value"),
+    ("kvcalc: !!timestamp 2001-13-45\n", "explicitly tagged value"),
+    ("kvcalc: !!int 12abc\n", "explicitly tagged value"),
+])
+def test_explicit_yaml_tags_with_bad_values(cli, tmp_path, text, fragment):
+    f = tmp_path / "t.yaml"
+    f.write_text(text)
+    r = cli("estimate", str(f))
+    _one_line_exit_2(r)
+    assert fragment in r.err
+
+
+def test_a_set_where_a_list_belongs(cli, tmp_path):
+    f = tmp_path / "t.yaml"
+    f.write_text("kvcalc: 1\nname: x\nprecisions: {bf16: {kv: bf16}}\ndefault_precision: bf16\n"
+                 "components: {kv: {cache: full_attention, kv_heads: 1, head_dim: 8}}\nlayer_kinds: {g: [kv]}\n"
+                 "layers: {select: !!set {a: null}, kinds: {a: g}}\n")
+    _one_line_exit_2(cli("estimate", str(f)))
+
+
+def test_an_alias_bomb_is_refused_without_expanding_it(cli, tmp_path):
+    # 9**8 = 43 million elements if expanded; the error must name the field and not print the value
+    bomb = ('description: [&a ["x","x","x","x","x","x","x","x","x"], &b [*a,*a,*a,*a,*a,*a,*a,*a,*a], '
+            '&c [*b,*b,*b,*b,*b,*b,*b,*b,*b], &d [*c,*c,*c,*c,*c,*c,*c,*c,*c], &e [*d,*d,*d,*d,*d,*d,*d,*d,*d], '
+            '&f [*e,*e,*e,*e,*e,*e,*e,*e,*e], &g [*f,*f,*f,*f,*f,*f,*f,*f,*f], &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]]\n')
+    f = tmp_path / "b.yaml"
+    f.write_text("\n".join(bomb if line.startswith("description:") else line for line in LLAMA.splitlines()) + "\n")
+    r = cli("estimate", str(f))
+    _one_line_exit_2(r)
+    assert "description: must be a string, got a list" in r.err and len(r.err) < 300
+
+
+def test_a_huge_text_field_is_refused(cli, tmp_path):
+    f = tmp_path / "d.yaml"
+    lines = [f'description: "{"x" * 100_000}"' if line.startswith("description:") else line
+             for line in LLAMA.splitlines()]
+    f.write_text("\n".join(lines) + "\n")
+    r = cli("show", str(f))
+    _one_line_exit_2(r)
+    assert "100,000 characters" in r.err
+
+
+def test_claims_with_numbers_beyond_floats(cli, tmp_path):
+    text = (ROOT / "reports" / "claims.yaml").read_text().replace("published: 1408", "published: 1" + "0" * 400, 1)
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    r = cli("claims", "--file", str(f))
+    _one_line_exit_2(r)
+    assert "below 1e300" in r.err and len(r.err) < 300
+
+
+@pytest.mark.parametrize("bad", [None, 3.5, float("nan"), b"llama-3.1-8b", ["llama-3.1-8b"], {"a": 1}])
+def test_api_model_argument_types(bad):
+    with pytest.raises(kvcalc.KvcalcError, match="^model: expected a model name or a path"):
+        kvcalc.estimate(bad, 1024)
+
+
+def test_api_accepts_a_path():
+    e = kvcalc.estimate(ROOT / "configs" / "llama-3.1-8b.yaml", 1024)
+    assert int(e.per_sequence[0]) == 1024 * 32 * 2 * 8 * 128 * 2
+
+
+def test_compact_json_for_many_contexts(cli):
+    ctx = ",".join(str(i) for i in range(1, 3001))
+    r = cli("estimate", "llama-3.1-8b", "-c", ctx, "--json", "--compact")
+    assert r.code == 0
+    (obj,) = r.json()
+    assert obj["context_tokens"][:3] == [1, 2, 3] and len(obj["per_sequence_bytes"]) == 3000
+    assert obj["per_sequence_bytes"][2999] == 3000 * 32 * 4096  # 32 layers x 4,096 B per token
+    assert obj["kinds"]["full"]["layers"] == 32
+    _one_line_exit_2(cli("estimate", "llama-3.1-8b", "--compact"))
+
+
+def test_by_layer_over_ten_thousand_layers(cli, tmp_path):
+    f = tmp_path / "l.yaml"
+    f.write_text("kvcalc: 1\nname: deep\nprecisions: {bf16: {kv: bf16}}\ndefault_precision: bf16\n"
+                 "components: {kv: {cache: full_attention, kv_heads: 1, head_dim: 8}}\nlayer_kinds: {g: [kv]}\n"
+                 "layers: [{pattern: [g], layers: 10000}]\n")
+    r = cli("estimate", str(f), "-c", "10", "--by-layer")
+    assert r.code == 0
+    rows = [line.split() for line in r.out.splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 10_000 and rows[-1][0] == "9999" and rows[-1][3] == "320"  # 10 x 2 x 8 x 2 B
+
+
+def test_console_script_has_no_traceback_for_a_planted_bug():
+    code = ("import sys, kvcalc.report\n"
+            "def boom(*a, **k): raise RuntimeError('planted')\n"
+            "sys.modules['kvcalc.report'].render_kinds = boom\n"
+            "import kvcalc.cli as C; C.main(['estimate', 'llama-3.1-8b', '-c', '1k'])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr == "kvcalc: internal error: RuntimeError: planted (KVCALC_DEBUG=1 shows the traceback)\n"
