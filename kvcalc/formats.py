@@ -47,9 +47,15 @@ class StorageFormat:
     split_pages: bool = False
     """True: a page holds the data parts (everything before the scale part) of all its entries first, then
     their scale parts (scales plus trailing pad). False: whole records back to back."""
+    scale_per_entry: bool = False
+    """One scale for the whole entry, whatever its width (vLLM's per-token-head modes: one scale per head and
+    K/V side); group_size is then None."""
 
     def __post_init__(self) -> None:
-        if (self.group_size is None) != (self.scale_kind is None) or bool(self.group_size) != bool(self.scale_bytes):
+        if self.scale_per_entry:
+            if self.group_size is not None or not self.scale_bytes or self.scale_kind is None:
+                raise ValueError(f"format {self.name}: a per-entry scale needs scale_bytes and scale_kind, no group")
+        elif (self.group_size is None) != (self.scale_kind is None) or bool(self.group_size) != bool(self.scale_bytes):
             raise ValueError(f"format {self.name}: group_size, scale_bytes and scale_kind go together")
 
     def entry_bytes(self, dim: int, rope_dim: int = 0, where: str = "entry") -> int:
@@ -72,6 +78,8 @@ class StorageFormat:
                     f"but the quantised part has {quantised} values"
                 )
             total += (quantised // self.group_size) * self.scale_bytes
+        elif self.scale_per_entry:
+            total += self.scale_bytes
         if split_rope:
             total += rope_dim * self.rope_value_bytes
         return _round_up(total, self.align)
@@ -81,7 +89,7 @@ class StorageFormat:
         entry = self.entry_bytes(dim, rope_dim, where)
         split_rope = self.rope_value_bytes is not None
         quant_dim = dim - rope_dim if split_rope else dim
-        num_scales = quant_dim // self.group_size if self.group_size else 0
+        num_scales = quant_dim // self.group_size if self.group_size else (1 if self.scale_per_entry else 0)
         sizes = {
             "quant": quant_dim * self.value_bits // 8,
             "scales": num_scales * self.scale_bytes,
@@ -96,7 +104,8 @@ class StorageFormat:
         scale_part = sizes["scales"] + (pad if last == "scales" else 0)
         return RecordLayout(
             format=self.name, dim=dim, rope_dim=rope_dim if split_rope else 0, quant_dim=quant_dim,
-            element=self.element, scale_kind=self.scale_kind, group_size=self.group_size or 0,
+            element=self.element, scale_kind=self.scale_kind,
+            group_size=self.group_size or (quant_dim if self.scale_per_entry else 0),
             quant_offset=offsets["quant"], quant_bytes=sizes["quant"],
             scale_offset=offsets["scales"], num_scales=num_scales, scale_item_bytes=self.scale_bytes,
             rope_offset=offsets["rope"], rope_bytes=sizes["rope"],
@@ -260,6 +269,17 @@ FORMATS: dict[str, StorageFormat] = {
             scale_bytes=1,
             element="e2m1",
             scale_kind="e4m3",
+        ),
+        *(
+            StorageFormat(
+                name=f"{kind}_per_token_head",
+                description=f"{what} per value + one fp32 scale per token, head and K/V side",
+                source="vLLM 0.33 --kv-cache-dtype " + kind + "_per_token_head (Triton attention backend: "
+                       "v1/attention/backends/triton_attn.py customize_spec, data + one fp32 scale per head side)",
+                value_bits=bits, element=element, scale_bytes=4, scale_kind="fp32", scale_per_entry=True,
+            )
+            for kind, what, bits, element in (("int8", "int8, 1 B", 8, "int8"), ("int4", "int4, 4 bits packed two per "
+                                              "byte,", 4, "int4"), ("fp8", "fp8 e4m3, 1 B", 8, "fp8_e4m3"))
         ),
     )
 }

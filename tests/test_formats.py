@@ -79,3 +79,25 @@ def test_record_layouts_by_hand():
     assert not v32.split_pages
     idx = FORMATS["fp4_indexer"].layout(128)
     assert idx.regions() == [("quant", 0, 64), ("scales", 64, 68)] and idx.split_pages
+
+
+def test_per_token_head_formats_by_hand():
+    """vLLM 0.33's per-token-head KV dtypes (Triton backend customize_spec): per head and K/V side, the data
+    plus one fp32 scale. A 128-wide head: int8 128 + 4 = 132 B, int4 64 + 4 = 68 B, fp8 128 + 4 = 132 B."""
+    from kvcalc.config import parse_model
+    from kvcalc.estimate import estimate
+    from kvcalc.formats import FORMATS
+
+    assert FORMATS["int8_per_token_head"].entry_bytes(128) == 132
+    assert FORMATS["int4_per_token_head"].entry_bytes(128) == 68
+    assert FORMATS["fp8_per_token_head"].entry_bytes(64) == 68
+    lay = FORMATS["int4_per_token_head"].layout(128)
+    assert (lay.quant_offset, lay.quant_bytes, lay.scale_offset, lay.num_scales) == (0, 64, 64, 1)
+    cfg = {"kvcalc": 1, "name": "g", "default_precision": "int8",
+           "precisions": {"int8": {"kv": "int8_per_token_head"}, "int4": {"kv": "int4_per_token_head"}},
+           "components": {"kv": {"cache": "full_attention", "kv_heads": 8, "head_dim": 128}},
+           "layer_kinds": {"g": ["kv"]}, "layers": [{"pattern": ["g"], "layers": 32}]}
+    m = parse_model(cfg, "g.yaml")
+    # 32 layers x 8 heads x 2 sides x 132 B per token
+    assert int(estimate(m, [1000], precision="int8").per_sequence[0]) == 1000 * 32 * 8 * 2 * 132
+    assert int(estimate(m, [1000], precision="int4").per_sequence[0]) == 1000 * 32 * 8 * 2 * 68
