@@ -349,12 +349,12 @@ def _write_atomic(path: str, text: str, flag: str) -> None:
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, path)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         try:
             os.unlink(tmp)
-        except OSError:
+        except (OSError, ValueError):
             pass
-        raise KvcalcError(f"{flag}: cannot write {path!r}: {exc.strerror}") from None
+        raise KvcalcError(f"{flag}: cannot write {path[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 @app.command()
@@ -462,8 +462,8 @@ def check_log_cmd(
         try:
             with open(file, encoding="utf-8", errors="replace") as f:
                 text = f.read(64 << 20)
-        except OSError as exc:
-            raise KvcalcError(f"FILE: cannot read {file!r}: {exc.strerror}") from None
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+            raise KvcalcError(f"FILE: cannot read {file[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
     out = check_log(text, file, model=model, precision=precision, max_num_batched_tokens=max_num_batched_tokens,
                     async_scheduling=async_scheduling, block_size=block_size)
     if as_json:

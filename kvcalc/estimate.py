@@ -195,15 +195,40 @@ class Estimate:
 
 
 def _contexts(context: int | Iterable[int]) -> np.ndarray:
-    arr = np.atleast_1d(np.asarray(list(context) if not isinstance(context, (int, np.integer)) else context))
+    """Token counts as int64: an int, or a flat sequence / array of ints. Floats, booleans, strings, bytes,
+    mappings and nested lists are refused (b"1024" would otherwise read as the byte values 49, 48, 50, 52)."""
+    def bad(what: str) -> KvcalcError:
+        return KvcalcError(f"context: token counts must be integers (an int or a list of ints), got {what}",
+                           param="context")
+
+    if isinstance(context, (bool, np.bool_)):
+        raise bad("a boolean")
+    if isinstance(context, (int, np.integer)):
+        values = [int(context)]
+        if not 1 <= values[0] <= MAX_TOKENS:
+            raise KvcalcError(f"context: {values[0]} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
+    elif isinstance(context, np.ndarray):
+        if context.ndim > 1 or context.dtype.kind not in "iu":
+            raise bad(f"an array of {context.dtype} with shape {context.shape}")
+        if context.dtype.kind == "u" and context.size and int(context.max()) > MAX_TOKENS:
+            raise KvcalcError(f"context: {int(context.max())} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
+        values = context
+    elif isinstance(context, (str, bytes, bytearray, dict, set, frozenset)) or not isinstance(context, Iterable):
+        raise bad(type(context).__name__)
+    else:
+        values = list(context)
+        for v in values:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise bad(f"an element of type {type(v).__name__}")
+        if any(v < 1 or v > MAX_TOKENS for v in values):  # before numpy sees them: no int64 overflow
+            v = next(v for v in values if v < 1 or v > MAX_TOKENS)
+            raise KvcalcError(f"context: {int(v)} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
+    arr = np.atleast_1d(np.asarray(values, dtype=np.int64))
     if arr.size == 0:
         raise KvcalcError("context: give at least one context length", param="context")
-    if arr.dtype.kind not in "iu":
-        raise KvcalcError(f"context: token counts must be integers, got {arr.dtype}", param="context")
-    arr = arr.astype(np.int64)
-    bad = arr[(arr < 1) | (arr > MAX_TOKENS)]
-    if bad.size:
-        raise KvcalcError(f"context: {int(bad[0])} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
+    out_of_range = arr[(arr < 1) | (arr > MAX_TOKENS)]
+    if out_of_range.size:
+        raise KvcalcError(f"context: {int(out_of_range[0])} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
     return arr
 
 

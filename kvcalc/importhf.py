@@ -56,15 +56,15 @@ def read_config(path: str | Path) -> tuple[dict, str]:
     """A config.json (or a directory holding one) as a dict. Real files carry ``Infinity`` / ``NaN``; the
     JSON reader accepts them."""
     p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
     try:
+        if p.is_dir():
+            p = p / "config.json"
         if p.stat().st_size > MAX_CONFIG_BYTES:
             raise _fail(f"{p}: larger than {MAX_CONFIG_BYTES >> 20} MiB; not a model config")
         with open(p, "rb") as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise _fail(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise _fail(f"{str(p)[:200]!r}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -43,8 +43,8 @@ def load_yaml(path: Path):
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise KvcalcError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KvcalcError(f"{path}: cannot read: {exc}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise KvcalcError(f"{str(path)[:200]!r}: cannot read: {exc}") from None
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:

@@ -122,3 +122,13 @@ def test_console_script_has_no_traceback_for_a_planted_bug():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr == "kvcalc: internal error: RuntimeError: planted (KVCALC_DEBUG=1 shows the traceback)\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["check-log", "a\x00b"], ["estimate", "a\x00b.yaml"], ["estimate", "a\x00b.json"], ["import-hf", "a\x00b"],
+    ["claims", "--file", "a\x00b"], ["sweep", "llama-3.1-8b", "-c", "1k", "-o", "a\x00b"],
+    ["import-hf", "tests/fixtures/hf/kimi-k2.json", "-o", "a\x00b.yaml"],
+])
+def test_a_nul_byte_in_a_path(cli, argv):
+    # found by scripts/fuzz.py: the OS refuses such a path with ValueError, not OSError
+    _one_line_exit_2(cli(*argv))

@@ -1,0 +1,62 @@
+"""A bounded slice of the fuzz suite (scripts/fuzz.py runs 10,000+ cases and records them in reports/):
+generated CLI arguments, mutated configs and API calls. Every case ends in success, a one-line exit-2
+rejection or a legitimate verdict; never a traceback or an internal error."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import kvcalc  # noqa: E402
+from fuzzcases import COMMANDS, FLAGS, VALUES, classify, mutate_yaml, run_cli  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+SLICE = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+
+tokens = st.one_of(st.sampled_from(FLAGS), st.sampled_from(VALUES), st.text(max_size=12))
+
+
+@SLICE
+@given(st.sampled_from(COMMANDS), st.lists(tokens, max_size=6))
+def test_cli_arguments(command, rest):
+    argv = [command, *rest]
+    classify(argv, *run_cli(argv))
+
+
+@SLICE
+@given(st.sampled_from(CONFIGS), st.integers(0, 10_000), st.sampled_from(VALUES))
+def test_mutated_configs(tmp_path_factory, config, choice, value):
+    path = tmp_path_factory.mktemp("cfg") / "m.yaml"
+    path.write_text(mutate_yaml(config.read_text(), choice, value))
+    for argv in (["estimate", str(path), "-c", "1k,1M", "--json"], ["show", str(path)]):
+        outcome = classify(argv, *run_cli(argv))
+        if outcome == "ok" and argv[0] == "estimate":
+            import json
+
+            for d in json.loads(run_cli(argv)[1]):
+                assert isinstance(d["total_bytes"], int) and d["total_bytes"] >= 0
+
+
+@SLICE
+@given(st.one_of(st.sampled_from(["llama-3.1-8b", "deepseek-v4-pro", "nope"]), st.none(), st.floats(),
+                 st.integers(), st.binary(max_size=4), st.lists(st.integers(), max_size=2)),
+       st.one_of(st.integers(-5, 1 << 40), st.floats(allow_nan=True), st.none(), st.text(max_size=5),
+                 st.lists(st.one_of(st.integers(-2, 1 << 33), st.booleans(), st.floats()), max_size=4),
+                 st.binary(max_size=4)))
+def test_api_calls(model, context):
+    try:
+        e = kvcalc.estimate(model, context)
+    except kvcalc.KvcalcError as exc:
+        assert "\n" not in str(exc)
+        return
+    seq = np.asarray(e.per_sequence)
+    assert seq.dtype.kind == "i" and (seq >= 0).all()
+    assert all(math.isfinite(float(x)) for x in seq)
+    total = sum(np.asarray(layer.bytes) for layer in e.layers)
+    assert np.array_equal(total, seq)
