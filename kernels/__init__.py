@@ -16,6 +16,7 @@ from .formats import (
     FORMATS,
     FP4_INDEXER,
     FP8_DS_MLA_V4,
+    FP8_DS_MLA_V4_CUTEDSL,
     FP8_DS_MLA_V32,
     FP8_INDEXER,
     V4_PAGE_ALIGNMENT,
@@ -32,7 +33,7 @@ from .paged import allocate_cache, gather_records, page_bytes, scatter_records, 
 from .quant import dequantize, quantize
 
 __all__ = [
-    "FORMATS", "FP4_INDEXER", "FP8_DS_MLA_V4", "FP8_DS_MLA_V32", "FP8_INDEXER", "V4_PAGE_ALIGNMENT",
+    "FORMATS", "FP4_INDEXER", "FP8_DS_MLA_V4", "FP8_DS_MLA_V4_CUTEDSL", "FP8_DS_MLA_V32", "FP8_INDEXER", "V4_PAGE_ALIGNMENT",
     "Format", "PageLayout", "bf16_format", "get_format", "page_layout", "record_layout",
     "CompressorState", "compress", "save_states", "state_row_values",
     "allocate_cache", "compressed_slots", "gather_records", "page_bytes", "ring_slots", "scatter_records",

@@ -91,6 +91,9 @@ class Format:
     """True: vLLM rounds every entry to bf16 before quantising it, so the quantisers round fp32 input to
     bf16 (nearest even) first.  False (V3.2 ``fp8_ds_mla`` only): vLLM's writer quantises the fp32 values
     directly (see the format's definition)."""
+    path: str = "triton"
+    """The vLLM writer whose rules these are: 'triton' (the Triton kernels) or 'cutedsl' (the CuTeDSL
+    compressor vLLM runs for 512-wide DeepSeek V4 compressed entries on NVIDIA GPUs)."""
 
     # ---- the layout, as the kernels name it ------------------------------------------------------
     @property
@@ -211,6 +214,14 @@ FP8_DS_MLA_V4 = _from_core(
     # amax floored at 1e-4: ceil(log2(1e-4 / 448)) = -22
     e_min=-22, source=_V4_SRC,
 )
+FP8_DS_MLA_V4_CUTEDSL = _from_core(
+    "fp8_ds_mla_v4", 512, 64,
+    # scale floored at 1e-4 (not amax): ceil(log2(1e-4)) = -13, so the smallest scale byte is 114, not 105
+    e_min=-13, path="cutedsl",
+    source="vLLM 0.33 models/deepseek_v4/compressor.py (head_dim 512 on NVIDIA -> CuTeDSL); "
+           "nvidia/ops/sparse_attn_compress_cutedsl.py: scale_raw = fmax(min_scale 1e-4, absmax / 448), "
+           "ue8m0 = exponent of scale_raw rounded up",
+)
 FP8_DS_MLA_V32 = _from_core(
     "fp8_ds_mla", 576, 64,
     # scale floored at 1e-4 before rounding up to a power of two: ceil(log2(1e-4)) = -13
@@ -244,6 +255,8 @@ def bf16_format(dim: int) -> Format:
 FORMATS: dict[str, Format] = {
     f.name: f for f in (FP8_DS_MLA_V4, FP8_DS_MLA_V32, FP8_INDEXER, FP4_INDEXER)
 }
+#: writer-path variants, by the name the kernels take: same bytes layout, another scale rule
+FORMATS["fp8_ds_mla_v4_cutedsl"] = FP8_DS_MLA_V4_CUTEDSL
 
 
 def get_format(fmt: "str | Format", dim: int | None = None) -> Format:

@@ -13,6 +13,10 @@ What is written, per cache the plan holds (the slot rules are vLLM 0.33's on CUD
 * compressor state: every token's ``[kv | score + ape]`` fp32 row at its positional slot (vLLM
   ``save_partial_states``: the engine writes a state row for every token, not only the last window).
 
+Each writer follows the rule of the vLLM path it stands for: 512-wide V4 compressed entries in fp8 use the
+CuTeDSL compressor's scale floor (``fp8_ds_mla_v4_cutedsl``: scale >= 1e-4, smallest scale byte 114), the
+window and the indexer keys the Triton writers' (amax >= 1e-4, smallest byte 105).
+
 Sliding-window groups (the V4 window and the compressor states) reserve fewer blocks than the context spans:
 vLLM frees the blocks behind the window and hands them out again. The fill models that inside the
 request's reservation: logical block ``j`` uses ``table[j % n]`` (``n`` = the group's blocks per request, which
@@ -317,8 +321,11 @@ class Fill:
     def _job(self, r, t, i, layer, page, kind, groups) -> Job:
         g = groups[t.group]
         comp = self.model.components[t.component]
+        fmt = page.format
+        if kind == "compressed" and isinstance(comp, CompressedMLA) and fmt == "fp8_ds_mla_v4" and comp.dim == 512:
+            fmt = "fp8_ds_mla_v4_cutedsl"  # vLLM on NVIDIA compresses 512-wide entries with CuTeDSL (scale floor)
         return Job(request=r, group=t.group, component=t.component, comp=comp, kind=kind, layer=layer,
-                   layer_pos=i, fmt=page.format, block_size=page.entries_per_block, table=self.tables[(r, t.group)],
+                   layer_pos=i, fmt=fmt, block_size=page.entries_per_block, table=self.tables[(r, t.group)],
                    cyclic=g.kind.startswith("window"), tensor=t,
                    salt=_salt(r, layer, sorted(self.model.components).index(t.component)),
                    extra={"entry_bytes": page.entry_bytes, "page_block_size": page.block_size})

@@ -306,3 +306,27 @@ def test_error_bound_covers_bf16_rounding_just_above_a_power_of_two():
     assert got == 8.5
     bound = R.error_bound(x, "fp8_ds_mla")[0, 575].item()
     assert abs(8.53 - got) <= bound and bound == pytest.approx(8.53 * 2.0**-8, rel=1e-6)
+
+
+@pytest.mark.parametrize("fmt, scale_byte, value_byte", [
+    # Triton writers (window, indexer): amax floored at 1e-4 -> e = ceil(log2(0.01 / 448)) =
+    # ceil(-15.45) = -15, scale byte 127 - 15 = 112; 0.01 * 2**15 = 327.68 -> e4m3 320 (1.25 * 2**8):
+    # sign 0, exponent 8 + 7 = 15 (1111), mantissa 010 -> 0x7A
+    ("fp8_ds_mla_v4", 112, 0x7A),
+    # CuTeDSL compressor (512-wide V4 compressed entries on NVIDIA): scale = max(1e-4, 0.01 / 448) = 1e-4
+    # -> e = ceil(log2(1e-4)) = -13, scale byte 114; 0.01 * 2**13 = 81.92 -> e4m3 80 (1.25 * 2**6):
+    # exponent 6 + 7 = 13 (1101), mantissa 010 -> 0x6A
+    ("fp8_ds_mla_v4_cutedsl", 114, 0x6A),
+])
+def test_v4_scale_rule_per_writer_path_by_hand(fmt, scale_byte, value_byte, device):
+    x = torch.zeros(1, 512)
+    x[0, :448] = 0.01  # every NoPE block has amax 0.01 (0.01 rounds to bf16 0.010009765625 first)
+    # bf16(0.01) = 0.010009765625: x 2**15 = 328.0 -> 320 (0x7A); x 2**13 = 82.0 -> 80 (0x6A): the same bytes
+    rec_ref = R.quantize_ref(x, fmt)
+    rec = Q.quantize(x.to(device), fmt).cpu()
+    assert torch.equal(rec, rec_ref)
+    assert rec[0, 576:583].tolist() == [scale_byte] * 7 and rec[0, 583] == 0
+    assert rec[0, :448].unique().tolist() == [value_byte]
+    # the smallest scale byte each path can write: a block of zeros
+    z = Q.quantize(torch.zeros(1, 512, device=device), fmt).cpu()
+    assert z[0, 576] == (105 if fmt == "fp8_ds_mla_v4" else 114)
