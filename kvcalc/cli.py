@@ -21,6 +21,21 @@ app = typer.Typer(
     "128k = 131,072); bytes are printed in binary units (1 GiB = 2^30 B).",
 )
 
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+        from .engines.vllm import VERSION
+
+        print(f"kvcalc {__version__} (plans vLLM {VERSION})")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", help="Print the version and exit.", callback=_version,
+                                       is_eager=True)) -> None:
+    """kvcalc: exact KV-cache memory for LLMs."""
+
 CONTEXT_HELP = (
     "Context length in tokens: a plain integer or a binary suffix k/M/G (1M = 1,048,576; 128k = 131,072). "
     "Repeat the option or separate with commas for several."

@@ -182,3 +182,12 @@ def test_ctrl_c_exits_130(monkeypatch):
 
     monkeypatch.setattr(C, "app", interrupted)
     assert C._run(["estimate"]) == 130
+
+
+def test_version(cli):
+    import re
+    from pathlib import Path
+
+    r = cli("--version")
+    version = re.search(r'^version = "([^"]+)"', (Path(__file__).parents[1] / "pyproject.toml").read_text(), re.M)
+    assert r.code == 0 and r.out == f"kvcalc {version.group(1)} (plans vLLM 0.33.0)\n"

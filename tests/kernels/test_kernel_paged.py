@@ -216,3 +216,28 @@ def test_writers_address_a_view_of_a_shared_pool(gen, device):
     for i, s in enumerate(sl.tolist()):
         start = 4 + (s // bs) * (st_page + 16) + (s % bs) * 8 * w
         assert torch.equal(st_pool[start:start + 8 * w], want[i])
+
+
+@pytest.mark.parametrize("fmt, dim, page, data_bytes, scales_at, scale_bytes", [
+    # fp8_ds_mla_v4, 64 entries: 64 x 584 = 37,376 B, padded to a multiple of 576 = 37,440 B; entry p keeps
+    # its 576 data bytes at p x 576 and its 8 scale bytes (7 ue8m0 + 1 pad) at 64 x 576 + p x 8 = 36,864 + 8p
+    ("fp8_ds_mla_v4", 512, 37_440, 576, 36_864, 8),
+    # fp8_indexer, 64 entries: data 128 B at p x 128, the fp32 scale at 64 x 128 + 4p = 8,192 + 4p
+    ("fp8_indexer", 128, 8_448, 128, 8_192, 4),
+])
+def test_page_placement_by_hand(fmt, dim, page, data_bytes, scales_at, scale_bytes, gen, device):
+    """Offsets written out by hand from vLLM's page descriptions (cache_utils.py "[0, 64*576): token data
+    ... [64*576, 64*576 + 64*8): scales"; the indexer: "[0, bs*128): FP8 data, [bs*128, +bs*4): scales"),
+    not from the kernels' own page_layout."""
+    cache = torch.full((3, page), 0xA5, dtype=torch.uint8, device=device)
+    x = rows(1, dim, gen).to(device)
+    pos = 5
+    Q.quantize(x, fmt, cache=cache, slot_mapping=torch.tensor([64 + pos], device=device), block_size=64)
+    rec = R.quantize_ref(x, fmt)[0].to(device)  # canonical record: data part, then scale part
+    p1 = cache[1]
+    assert torch.equal(p1[pos * data_bytes:(pos + 1) * data_bytes], rec[:data_bytes])
+    assert torch.equal(p1[scales_at + pos * scale_bytes:scales_at + (pos + 1) * scale_bytes], rec[data_bytes:])
+    untouched = p1.clone()
+    untouched[pos * data_bytes:(pos + 1) * data_bytes] = 0xA5
+    untouched[scales_at + pos * scale_bytes:scales_at + (pos + 1) * scale_bytes] = 0xA5
+    assert bool((untouched == 0xA5).all()) and bool((cache[0] == 0xA5).all()) and bool((cache[2] == 0xA5).all())
