@@ -91,6 +91,9 @@ class Format:
     """True: vLLM rounds every entry to bf16 before quantising it, so the quantisers round fp32 input to
     bf16 (nearest even) first.  False (V3.2 ``fp8_ds_mla`` only): vLLM's writer quantises the fp32 values
     directly (see the format's definition)."""
+    scale_mx4: bool = False
+    """True: the 4-byte scale slot holds the power-of-two scale as four equal UE8M0 bytes (vLLM's MX scales
+    on SM100, ``pack_ue8m0_x4``), not as an fp32."""
     path: str = "triton"
     """The vLLM writer whose rules these are: 'triton' (the Triton kernels) or 'cutedsl' (the CuTeDSL
     compressor vLLM runs for 512-wide DeepSeek V4 compressed entries on NVIDIA GPUs)."""
@@ -233,6 +236,14 @@ FP8_DS_MLA_V32 = _from_core(
     rounds_to_bf16=False,
 )
 FP8_INDEXER = _from_core("fp8_indexer", 128, 0, e_min=-22, source=_IDX8_SRC)
+_V32_IDX_SRC = ("vLLM 0.33 models/deepseek_v32/common/kernels.py _fp8_quant_and_cache_write / _fp8_ue8m0_quantize: "
+                "the fp32 key quantised directly (no bf16 rounding), amax floored at 1e-4")
+FP8_INDEXER_V32 = _from_core("fp8_indexer", 128, 0, e_min=-22, source=_V32_IDX_SRC, rounds_to_bf16=False, path="v32")
+FP8_INDEXER_V32_MX = _from_core(
+    "fp8_indexer", 128, 0, e_min=-22, rounds_to_bf16=False, scale_mx4=True, path="v32-sm100",
+    source=_V32_IDX_SRC + "; on SM100 (mqa_logits_use_mx_scales) the scale as four equal UE8M0 bytes "
+    "(v1/attention/ops/common.py pack_ue8m0_x4)",
+)
 FP4_INDEXER = _from_core(
     "fp4_indexer", 128, 0,
     # amax floored at 6 * 2**-126: exponent >= -126
@@ -257,6 +268,8 @@ FORMATS: dict[str, Format] = {
 }
 #: writer-path variants, by the name the kernels take: same bytes layout, another scale rule
 FORMATS["fp8_ds_mla_v4_cutedsl"] = FP8_DS_MLA_V4_CUTEDSL
+FORMATS["fp8_indexer_v32"] = FP8_INDEXER_V32
+FORMATS["fp8_indexer_v32_mx"] = FP8_INDEXER_V32_MX
 
 
 def get_format(fmt: "str | Format", dim: int | None = None) -> Format:

@@ -53,7 +53,7 @@ def _quant_kernel(
     page_stride, data_stride, scale_base, scale_stride, block_size,
     HAS_SLOTS: tl.constexpr,
     NQ: tl.constexpr, QB: tl.constexpr, NQB: tl.constexpr, NQB_P2: tl.constexpr,
-    FP4: tl.constexpr, SCALE_FP32: tl.constexpr, SCALE_SLOTS: tl.constexpr,
+    FP4: tl.constexpr, SCALE_FP32: tl.constexpr, SCALE_MX4: tl.constexpr, SCALE_SLOTS: tl.constexpr,
     QFRAC: tl.constexpr, QEXP: tl.constexpr, QMAX: tl.constexpr, E_MIN: tl.constexpr,
     NR: tl.constexpr, NR2_P2: tl.constexpr, ROPE_OFF: tl.constexpr,
     NATIVE_FP8: tl.constexpr,
@@ -90,9 +90,13 @@ def _quant_kernel(
                     q = f32_to_e4m3(y).to(tl.uint8)
                 tl.store(data + blk[:, None] * QB + k, q, mask=bmask)
             if SCALE_FP32:
-                sbits = (tl.minimum(e, 127) + 127) << 23
                 j = tl.arange(0, 4)[None, :]
-                sbytes = (sbits[:, None] >> (8 * j)) & 0xFF
+                if SCALE_MX4:  # four equal UE8M0 bytes (vLLM pack_ue8m0_x4)
+                    code4 = tl.minimum(tl.maximum(e + 127, 0), 255)
+                    sbytes = code4[:, None] + 0 * j
+                else:
+                    sbits = (tl.minimum(e, 127) + 127) << 23
+                    sbytes = (sbits[:, None] >> (8 * j)) & 0xFF
                 tl.store(sc + blk[:, None] * 4 + j, sbytes.to(tl.uint8), mask=bmask)
             else:
                 code = tl.minimum(tl.maximum(e + 127, 0), 255)
@@ -114,7 +118,7 @@ def _dequant_kernel(
     page_stride, data_stride, scale_base, scale_stride, block_size,
     HAS_SLOTS: tl.constexpr,
     NQ: tl.constexpr, QB: tl.constexpr, NQB: tl.constexpr, NQB_P2: tl.constexpr,
-    FP4: tl.constexpr, SCALE_FP32: tl.constexpr,
+    FP4: tl.constexpr, SCALE_FP32: tl.constexpr, SCALE_MX4: tl.constexpr,
     NR: tl.constexpr, NR_P2: tl.constexpr, ROPE_OFF: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -125,7 +129,10 @@ def _dequant_kernel(
     if NQ > 0:
         blk = tl.arange(0, NQB_P2)
         bmask = (blk < NQB)[:, None]
-        if SCALE_FP32:
+        if SCALE_FP32 and SCALE_MX4:
+            sb = tl.load(sc + blk * 4, mask=blk < NQB, other=127).to(tl.int32)
+            scale = ue8m0_to_f32(sb)
+        elif SCALE_FP32:
             j = tl.arange(0, 4)[None, :]
             sb = tl.load(sc + blk[:, None] * 4 + j, mask=bmask, other=0).to(tl.int32)
             sbits = tl.sum(sb << (8 * j), axis=1)
@@ -177,7 +184,7 @@ def _kernel_args(fmt: Format, lay: PageLayout) -> tuple[dict, dict]:
     qfrac, qexp = _QPARAMS[fmt.elem]
     return dict(
         NQ=fmt.quant_dim, QB=max(fmt.quant_block, 1), NQB=fmt.num_scales, NQB_P2=_p2(fmt.num_scales),
-        FP4=fmt.elem == "fp4", SCALE_FP32=fmt.scale_kind == "fp32",
+        FP4=fmt.elem == "fp4", SCALE_FP32=fmt.scale_kind == "fp32", SCALE_MX4=fmt.scale_mx4,
         NR=fmt.rope_dim, ROPE_OFF=fmt.rope_offset,
     ), dict(QFRAC=qfrac, QEXP=qexp, QMAX=float(fmt.qmax), E_MIN=fmt.e_min, SCALE_SLOTS=fmt.scale_slots)
 

@@ -108,6 +108,8 @@ def quantize_ref(x: torch.Tensor, fmt: "str | Format") -> torch.Tensor:
         rec[:, f.quant_offset : f.quant_offset + f.quant_bytes] = q
         if f.scale_kind == "ue8m0":
             s = (e + 127).clamp(0, 255).to(torch.uint8)
+        elif f.scale_mx4:  # four equal UE8M0 bytes per scale slot
+            s = (e + 127).clamp(0, 255).to(torch.uint8).repeat_interleave(4, dim=1)
         else:
             s = fp32_bytes(torch.ldexp(torch.ones_like(amax, dtype=torch.float32), e.to(torch.int32)))
         rec[:, f.scale_offset : f.scale_offset + s.shape[1]] = s
@@ -127,6 +129,8 @@ def dequantize_ref(rec: torch.Tensor, fmt: "str | Format", dim: int | None = Non
         sraw = rec[:, f.scale_offset : f.scale_offset + nb * f.scale_item_bytes]
         if f.scale_kind == "ue8m0":
             scale = torch.ldexp(torch.ones(n, nb, device=rec.device), sraw.long() - 127)
+        elif f.scale_mx4:
+            scale = torch.ldexp(torch.ones(n, nb, device=rec.device), sraw[:, ::4].long() - 127)
         else:
             scale = sraw.contiguous().view(torch.float32)
         q = rec[:, f.quant_offset : f.quant_offset + f.quant_bytes]

@@ -330,3 +330,24 @@ def test_v4_scale_rule_per_writer_path_by_hand(fmt, scale_byte, value_byte, devi
     # the smallest scale byte each path can write: a block of zeros
     z = Q.quantize(torch.zeros(1, 512, device=device), fmt).cpu()
     assert z[0, 576] == (105 if fmt == "fp8_ds_mla_v4" else 114)
+
+
+@pytest.mark.parametrize("fmt, scale_bytes, value_byte", [
+    # V4 / default indexer path: fp32 input rounded to bf16 first: 1.75 x (1 + 2**-20) -> 1.75 = 448 x 2**-8:
+    # e = -8, fp32 scale 2**-8 = 0x3B800000 (little-endian 00 00 80 3B); 1.75 x 2**8 = 448 -> e4m3 0x7E
+    ("fp8_indexer", [0x00, 0x00, 0x80, 0x3B], 0x7E),
+    # V3.2 path: the fp32 key as is: amax just above 448 x 2**-8 -> e = -7, scale 2**-7 = 0x3C000000;
+    # 1.75 x (1 + 2**-20) x 2**7 = 224.0002 -> e4m3 224 (1.75 x 2**7: exponent 14 = 1110, mantissa 110) = 0x76
+    ("fp8_indexer_v32", [0x00, 0x00, 0x00, 0x3C], 0x76),
+    # V3.2 on SM100: the same scale as four equal UE8M0 bytes, 127 - 7 = 120
+    ("fp8_indexer_v32_mx", [120, 120, 120, 120], 0x76),
+])
+def test_v32_indexer_variants_by_hand(fmt, scale_bytes, value_byte, device):
+    x = torch.zeros(1, 128, dtype=torch.float32)
+    x[0, 0] = 1.75 * (1 + 2.0 ** -20)
+    rec = Q.quantize(x.to(device), fmt).cpu()
+    assert torch.equal(rec, R.quantize_ref(x, fmt))
+    assert rec[0, 128:132].tolist() == scale_bytes and rec[0, 0] == value_byte
+    back = Q.dequantize(rec.to(device), fmt).cpu()
+    assert torch.equal(back, R.dequantize_ref(rec, fmt))
+    assert back[0, 0].item() == (448 * 2.0 ** -8 if fmt == "fp8_indexer" else 224 * 2.0 ** -7)
