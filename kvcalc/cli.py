@@ -14,6 +14,7 @@ from .errors import KvcalcError
 
 app = typer.Typer(
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -535,7 +536,7 @@ def show(
 
 
 @app.command()
-def schema() -> None:
+def schema(as_json: bool = typer.Option(True, "--json", help="Print JSON (the only form; accepted for symmetry).")) -> None:
     """Print the JSON Schema of the model config format (docs/config-format.md explains it)."""
     from .config import json_schema
 
@@ -568,7 +569,8 @@ def _usage_error(exc) -> str:
     ctx = getattr(exc, "ctx", None)
     command = ctx.command_path if ctx is not None else "kvcalc"
     message = " ".join(exc.format_message().split())
-    return f"{command}: {message} (see `{command} --help`)"
+    sub = command.split(" ", 1)[1] if " " in command else ""  # "kvcalc: error:" already names the program
+    return f"{sub + ': ' if sub else ''}{message} (see `{command} --help`)"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -508,6 +508,19 @@ def load_model(name_or_path: str, what: str = "model") -> ModelSpec:
 
 
 def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
+    looks_like_path = key.endswith((".yaml", ".yml", ".json")) or "/" in key or os.sep in key
+    if not looks_like_path:  # a shipped name wins over a same-named file here, and case does not matter
+        shipped = {n.lower(): n for n in config_names()}
+        name = shipped.get(key.lower())
+        if name is not None:
+            if candidate.exists():
+                import sys
+
+                print(f"kvcalc: note: {what}: {key!r} is the shipped config {name}; the file ./{key} here was "
+                      f"not read (write ./{key} to read it)", file=sys.stderr)
+            model = parse_model(load_yaml(configs_dir() / f"{name}.yaml"), str(configs_dir() / f"{name}.yaml"))
+            _CACHE[key] = model
+            return model
     if key.endswith(".json") or (candidate.is_dir() and (candidate / "config.json").is_file()):
         from .importhf import load_hf  # a Hugging Face config.json, imported on the fly
 

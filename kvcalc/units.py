@@ -18,7 +18,8 @@ TOKEN_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 MAX_TOKENS = 1 << 32
 
 _THOUSANDS_RE = re.compile(r"^\s*\d{1,3}(,\d{3})+\s*$")
-_TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
+# ASCII digits only: Python's \d and int() also take Arabic-Indic or full-width digits ('١٢٨', '１２８k')
+_TOKEN_RE = re.compile(r"^[ \t]*([0-9]+(?:\.[0-9]+)?)[ \t]*([kKmMgG]?)[ \t]*$", re.ASCII)
 
 
 def parse_tokens(text: str, what: str = "context") -> int:

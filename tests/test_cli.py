@@ -191,3 +191,26 @@ def test_version(cli):
     r = cli("--version")
     version = re.search(r'^version = "([^"]+)"', (Path(__file__).parents[1] / "pyproject.toml").read_text(), re.M)
     assert r.code == 0 and r.out == f"kvcalc {version.group(1)} (plans vLLM 0.33.0)\n"
+
+
+def test_name_conventions(cli, tmp_path, monkeypatch):
+    # case-insensitive shipped names
+    r = cli("estimate", "LLaMA-3.1-8B", "-c", "1k", "--json")
+    assert r.code == 0 and r.json()[0]["model"] == "llama-3.1-8b"
+    # a same-named file in the current folder does not hide the shipped config, and the CLI says so
+    from kvcalc.config import _CACHE
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "llama-3.1-8b").write_text("not a config")
+    _CACHE.clear()  # a fresh process, as on the command line
+    r = cli("estimate", "llama-3.1-8b", "-c", "1k", "--json")
+    assert r.code == 0 and "the file ./llama-3.1-8b here was not read" in r.err
+    # Unicode digits are not token counts; -h is help; schema accepts --json
+    for ctx in ("\u0661\u0662\u0668", "\uff11\uff12\uff18k"):
+        r = cli("estimate", "-c", ctx)
+        assert r.code == 2 and "is not a token count" in r.err
+    assert cli("estimate", "-h").code == 0
+    assert cli("schema", "--json").json()["$schema"].startswith("https://json-schema.org")
+    # the error prefix is said once
+    r = cli("estimate", "--bogus")
+    assert r.err.startswith("kvcalc: error: estimate: ") and r.err.count("kvcalc: error") == 1
