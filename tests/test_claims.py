@@ -68,3 +68,38 @@ def test_bad_claims_file(tmp_path, cli, change, message):
     path.write_text(CLAIM.format(published=83.875, tol=0.05).replace(*change))
     r = cli("claims", "--file", str(path))
     assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def _shipped_claim(claim_id: str) -> str:
+    import yaml
+    from pathlib import Path
+
+    data = yaml.safe_load((Path(__file__).parents[1] / "reports" / "claims.yaml").read_text())
+    (claim,) = [c for c in data["claims"] if c["id"] == claim_id]
+    return data, claim
+
+
+@pytest.mark.parametrize("claim_id, compute, why", [
+    # "roughly another factor of two": a 1.75x ratio (bf16 vs the mixed fp8 entry) is not two within 5%
+    ("v4-fp8-fp4-halving", {"ratio": {"num": {"entry_bytes": {"format": "bf16", "dim": 512, "rope_dim": 64}},
+                                      "den": {"entry_bytes": {"format": "fp8_ds_mla_v4", "dim": 512, "rope_dim": 64}}}},
+     "1.75x"),
+    # "about 8,000 compressed entries": the c4a count (1M / 4 = 262,144) or 1M / 120 = 8,738 would not do
+    ("v4-c128a-entries-1m", {"entries": {"model": "deepseek-v4-pro", "component": "c4_entries", "context": "1M"}},
+     "c4a entries"),
+    # "nearly half": keeping 68 / 1024 of the bytes (fp4 vs bf16) is far more than half off
+    ("v4-mixed-storage-halves-entry", {"ratio": {"num": {"entry_bytes": {"format": "fp4_indexer", "dim": 128}},
+                                                 "den": {"entry_bytes": {"format": "bf16", "dim": 128}}}},
+     "fp4 vs bf16"),
+])
+def test_word_stated_claims_fail_on_a_near_miss(tmp_path, cli, claim_id, compute, why):
+    import yaml
+
+    data, claim = _shipped_claim(claim_id)
+    wrong = dict(claim, compute=compute)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"sources": data["sources"], "claims": [wrong]}))
+    r = cli("claims", "--file", str(path))
+    assert r.code == 1 and "1 failed" in r.out, (why, r.out)
+    path.write_text(yaml.safe_dump({"sources": data["sources"], "claims": [claim]}))
+    assert cli("claims", "--file", str(path)).code == 0
