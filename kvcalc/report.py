@@ -35,10 +35,14 @@ def print_table(con, table) -> None:
         if not col.no_wrap:
             col.min_width = max(col.min_width or 0, longest(col, split=True))
         need += (col.min_width if not col.no_wrap else longest(col, split=False)) + 3  # padding + separator
-    if need > con.width:
-        con.print(table, width=need, crop=False)
-    else:
-        con.print(table)
+    with con.capture() as cap:  # rendered first, so trailing padding never reaches a pipe or a file
+        if need > con.width:
+            con.print(table, width=need, crop=False)
+        else:
+            con.print(table)
+    text = "".join(line.rstrip() + "\n" for line in cap.get().splitlines())
+    con.file.write(text)
+    con.file.flush()
 
 
 def _ctx(n: int, unit: bool = True) -> str:
@@ -88,9 +92,7 @@ def render_summary(con, results: list[Estimate], refs: list[Estimate], headline:
     t.add_column("model", no_wrap=True)
     if len(contexts) > 1:
         t.add_column("context", justify="right", no_wrap=True)
-    t.add_column("layers counted")
     t.add_column("precision", no_wrap=True)
-    t.add_column("storage, B/entry")
     t.add_column("per sequence", justify="right", no_wrap=True)
     if batch > 1:
         t.add_column(f"x {batch:,}", justify="right", no_wrap=True)
@@ -104,7 +106,7 @@ def render_summary(con, results: list[Estimate], refs: list[Estimate], headline:
             last_model = e.model.name
             if len(contexts) > 1:
                 row.append(_ctx(ctx, unit=False))
-            row += [e.layers_text() if first else "", e.precision, _storage(e), format_bytes(e.per_sequence[i])]
+            row += [e.precision, format_bytes(e.per_sequence[i])]
             if batch > 1:
                 row.append(format_bytes(e.total[i]))
             if refs:
@@ -112,6 +114,12 @@ def render_summary(con, results: list[Estimate], refs: list[Estimate], headline:
                 row.append(_ratio(e.per_sequence[i], ref.per_sequence[i]) if ref is not None else "-")
             t.add_row(*row)
     print_table(con, t)
+    seen: dict[str, list[str]] = {}
+    for e in results:
+        seen.setdefault(e.model.name, [f"{e.layers_text()} layers"]).append(f"{e.precision} = {_storage(e)}")
+    con.print("Layers counted and storage (format, B per cached entry):")
+    for name, parts in seen.items():
+        con.print(f"  {name}: " + "; ".join(parts))
     short = {"complete": "all a request holds (window, compressed entries, indexer keys, compressor state)",
              "article": "what vLLM's V4 write-up counts (window, compressed entries, indexer keys; no state, no MTP)"}
     mtp_note = ""
