@@ -1,7 +1,7 @@
 """`kvcalc report`: regenerate every published table and plot under ``reports/`` in one command, so each figure
 in the repository can be reproduced; ``--check`` compares the committed tables with what the code prints now.
 
-Tables are the CLI's own output (fixed 100 columns), plots are SVG. Figures measured on hardware
+Tables are the CLI's own output (fixed 120 columns), plots are SVG. Figures measured on hardware
 (``reports/verify/*.json``, benchmarks) are not recomputed here: they are measurements, and their table
 (``reports/verify/README.md``) is rebuilt from the JSON files.
 """
@@ -29,7 +29,7 @@ PLOTS = {
                                     ["fp8"], ["h200", "h100"], False),
     "plots/layers-v32-vs-v4-pro.svg": (["deepseek-v3.2", "deepseek-v4-pro"], ["fp8"], [], True),
 }
-WIDTH = "100"
+WIDTH = "120"
 
 
 def _run(argv: list[str]) -> str:

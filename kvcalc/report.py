@@ -149,23 +149,28 @@ def _baseline_notes(results: list[Estimate]) -> list[str]:
 
 
 def render_kinds(con, e: Estimate) -> None:
+    """By layer kind. On a console narrower than the full table (an 80-column terminal) the format and per-layer
+    columns move out: formats and bytes per entry are in the Storage line under the table, per layer = all
+    layers / layers."""
+    narrow = con.width < 104
+    cols = [("kind", "left"), ("layers", "right"), ("component", "left"), ("holds", "left"), ("format", "left"),
+            ("entries", "right"), ("B/entry", "right"), ("per layer", "right"), ("all layers", "right")]
+    keep = [k for k, (name, _) in enumerate(cols) if not (narrow and name in ("format", "per layer", "B/entry"))]
     for i, ctx in enumerate(e.contexts.tolist()):
         t = _table(f"{e.model.display_name}, {e.precision}, at {_ctx(ctx)}: by layer kind")
-        for col, just in (
-            ("kind", "left"), ("layers", "right"), ("component", "left"), ("holds", "left"), ("format", "left"),
-            ("entries", "right"), ("B/entry", "right"), ("per layer", "right"), ("all layers", "right"),
-        ):
-            t.add_column(col, justify=just)
+        for k in keep:
+            name, just = cols[k]
+            t.add_column(name, justify=just, no_wrap=name in ("per layer", "all layers", "entries", "B/entry"))
         for label, (n, comps, layer_bytes) in e.kinds().items():
             for j, c in enumerate(comps):
-                t.add_row(
-                    label if j == 0 else "", str(n) if j == 0 else "", c.name, c.rule, c.format,
-                    f"{int(c.entries[i]):,}" if c.entry_bytes else "-",
-                    f"{c.entry_bytes:,}" if c.entry_bytes else "-",
-                    format_bytes(c.bytes[i]), format_bytes(c.bytes[i] * n),
-                )
-            t.add_row("", "", "layer total", "", "", "", "", format_bytes(layer_bytes[i]),
-                      format_bytes(layer_bytes[i] * n), end_section=True, style="bold")
+                row = [label if j == 0 else "", str(n) if j == 0 else "", c.name, c.rule, c.format,
+                       f"{int(c.entries[i]):,}" if c.entry_bytes else "-",
+                       f"{c.entry_bytes:,}" if c.entry_bytes else "-",
+                       format_bytes(c.bytes[i]), format_bytes(c.bytes[i] * n)]
+                t.add_row(*[row[k] for k in keep])
+            total = ["", "", "layer total", "", "", "", "", format_bytes(layer_bytes[i]),
+                     format_bytes(layer_bytes[i] * n)]
+            t.add_row(*[total[k] for k in keep], end_section=True, style="bold")
         print_table(con, t)
         con.print(f"Total per sequence: {format_bytes(e.per_sequence[i])} ({int(e.per_sequence[i]):,} B)"
                   + (f"; x {e.batch} sequences: {format_bytes(e.total[i])} ({int(e.total[i]):,} B)" if e.batch > 1 else ""))
@@ -279,11 +284,12 @@ def model_json(m, full: bool = False) -> dict:
 def render_models(con, specs) -> None:
     t = _table("Shipped model configs")
     for col in ("name", "layers", "layout", "MTP", "max context", "precisions (default first)"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col in ("name", "layers", "MTP", "max context"),
+                      justify="right" if col in ("layers", "MTP", "max context") else "left")
     for m in specs:
         precs = [m.default_precision] + [p for p in m.precisions if p != m.default_precision]
         t.add_row(m.name, str(len(m.layers)), m.layout_text(), str(len(m.mtp_layers)),
-                  _ctx(m.max_context) if m.max_context else "-", ", ".join(precs))
+                  format_tokens(m.max_context) if m.max_context else "-", ", ".join(precs))
     print_table(con, t)
     con.print("Any YAML file in this format works too: `kvcalc estimate path/to/model.yaml`.")
 
@@ -356,12 +362,18 @@ def render_show(con, m) -> None:
 def render_claims(con, results) -> None:
     from rich.text import Text
 
+    narrow = con.width < 104  # an 80-column terminal: the claim's words go under its id
     t = _table("Published numbers, recomputed")
-    for col, just in (("id", "left"), ("claim", "left"), ("published", "right"), ("computed", "right"),
-                      ("tolerance", "right"), ("result", "left")):
-        t.add_column(col, justify=just)
+    cols = (("id", "left"), ("claim", "left"), ("published", "right"), ("computed", "right"), ("tolerance", "right"),
+            ("result", "left"))
+    for col, just in cols:
+        if narrow and col == "claim":
+            continue
+        t.add_column("id / claim" if narrow and col == "id" else col, justify=just,
+                     no_wrap=col in ("published", "computed", "tolerance", "result"))
     for r in results:
-        t.add_row(r.id, r.claim, r.published_text(), r.computed_text(), r.tolerance_text(),
+        first = [f"{r.id}\n{r.claim}"] if narrow else [r.id, r.claim]
+        t.add_row(*first, r.published_text(), r.computed_text(), r.tolerance_text(),
                   Text("pass", style="green") if r.passed else Text("MISS", style="bold red"))
     print_table(con, t)
     n_fail = sum(not r.passed for r in results)
@@ -454,22 +466,28 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
         t.add_row("= KV pool", format_bytes(c.kv_pool_bytes_per_gpu), f"{c.kv_pool_bytes_per_gpu:,} B")
     print_table(con, t)
 
+    narrow = con.width < 104  # an 80-column terminal: layers, block and page sizes move under the table
     g = _table()
     g.add_column("group", no_wrap=True)
     g.add_column("caches", max_width=24)
-    g.add_column("layers")
-    g.add_column("block", justify="right")
-    g.add_column("page B", justify="right")
+    if not narrow:
+        g.add_column("layers")
+        g.add_column("block", justify="right")
+        g.add_column("page B", justify="right")
     g.add_column("blocks/req", justify="right")
     g.add_column("reserved", justify="right", no_wrap=True)
     g.add_column("exact", justify="right", no_wrap=True)
     for grp in p.groups:
-        g.add_row(f"{grp.index} {grp.kind}", grp.label, _layers_text(grp.layers), f"{grp.block_size}",
-                  f"{grp.page_bytes:,}", f"{grp.blocks_per_request:,}",
+        wide = [_layers_text(grp.layers), f"{grp.block_size}", f"{grp.page_bytes:,}"] if not narrow else []
+        g.add_row(f"{grp.index} {grp.kind}", grp.label, *wide, f"{grp.blocks_per_request:,}",
                   format_bytes(grp.blocks_per_request * p.bytes_per_block), format_bytes(grp.analytic_bytes))
-    g.add_row("total", "", "", "", f"{p.bytes_per_block:,}", f"{p.blocks_per_request:,}",
+    g.add_row("total", "", *(["", "", f"{p.bytes_per_block:,}"] if not narrow else []), f"{p.blocks_per_request:,}",
               format_bytes(p.per_request_bytes), format_bytes(p.analytic_bytes))
     print_table(con, g)
+    if narrow:
+        for grp in p.groups:
+            con.print(f"  group {grp.index}: layers {_layers_text(grp.layers)}; blocks of {grp.block_size} tokens, "
+                      f"pages {grp.page_bytes:,} B")
     con.print(f"One request at {_ctx(p.context)} reserves {format_bytes(p.per_request_bytes)} "
               f"({p.blocks_per_request:,} blocks x {p.bytes_per_block:,} B, the widest group's block); it holds "
               f"{format_bytes(p.analytic_bytes)} exactly (kvcalc estimate, complete basis).")
