@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .estimate import BASES, Estimate
-from .units import format_bytes, format_tokens
+from .units import UNIT_BYTES, format_bytes, format_tokens
 
 #: The article's story in one table: the V3.2-style stack, the report's GQA8 baseline at V4-Pro's and
 #: V4-Flash's depth, and the two V4 models. Ratios are against the reference at the same precision.
@@ -223,18 +223,32 @@ def estimates_json(results: list[Estimate], refs: list[Estimate]) -> list[dict]:
     return out
 
 
+def _column_unit(values) -> tuple[str, float]:
+    """One binary unit for a whole column: the unit of its smallest non-zero value, so no entry rounds to 0."""
+    nonzero = [abs(float(v)) for v in values if v]
+    if not nonzero:
+        return "B", 1.0
+    unit = format_bytes(min(nonzero)).split()[-1]
+    return unit, float(UNIT_BYTES[unit])
+
+
 def render_compare(con, a: Estimate, b: Estimate) -> None:
     t = _table(f"{a.model.name} ({a.precision}) vs {b.model.name} ({b.precision}), per sequence")
-    for col in ("context", f"A: {a.model.name}", f"B: {b.model.name}", "B / A", "A / B"):
+    (ua, sa), (ub, sb) = _column_unit(a.per_sequence), _column_unit(b.per_sequence)
+    for col in ("context", f"A: {a.model.name} ({ua})", f"B: {b.model.name} ({ub})", "B / A", "A / B"):
         t.add_column(col, justify="right")
+
+    def cell(v: float, unit: str, size: float) -> str:
+        return f"{int(v):,}" if unit == "B" else f"{v / size:,.2f}"
+
     for i, ctx in enumerate(a.contexts.tolist()):
         pa, pb = float(a.per_sequence[i]), float(b.per_sequence[i])
-        t.add_row(_ctx(ctx, unit=False), format_bytes(pa), format_bytes(pb),
+        t.add_row(_ctx(ctx, unit=False), cell(pa, ua, sa), cell(pb, ub, sb),
                   f"{pb / pa:.2%}" if pa else "-", f"{pa / pb:.2f}x" if pb else "-")
     print_table(con, t)
     con.print(f"A: {a.layers_text()}; {a.formats_text()}.")
     con.print(f"B: {b.layers_text()}; {b.formats_text()}.")
-    con.print(f"Basis: {a.basis} ({BASES[a.basis]}); exact bytes, no paging; binary units.")
+    con.print(f"Basis: {a.basis} ({BASES[a.basis]}); exact bytes, no paging; binary units, one per column.")
 
 
 def compare_json(a: Estimate, b: Estimate) -> dict:

@@ -214,3 +214,12 @@ def test_name_conventions(cli, tmp_path, monkeypatch):
     # the error prefix is said once
     r = cli("estimate", "--bogus")
     assert r.err.startswith("kvcalc: error: estimate: ") and r.err.count("kvcalc: error") == 1
+
+
+def test_compare_one_unit_per_column(cli):
+    # V4-Pro fp8 holds less than 1 GiB at 128k, so its whole column is in MiB, 1M included: 5,299,115,008 B
+    # (the published 1M total) / 2**20 = 5,053.63 MiB, not "4.94 GiB"
+    r = cli("compare", "deepseek-v3.2", "deepseek-v4-pro", "-c", "128k,1M", "-p", "fp8")
+    assert r.code == 0
+    assert "B: deepseek-v4-pro (MiB)" in r.out and "A: deepseek-v3.2 (GiB)" in r.out
+    assert "5,053.63" in r.out and "GiB " not in r.out.split("\n\n")[1]
