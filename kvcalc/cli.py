@@ -13,7 +13,7 @@ import typer
 from .errors import KvcalcError
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -223,3 +223,8 @@ def test_compare_one_unit_per_column(cli):
     assert r.code == 0
     assert "B: deepseek-v4-pro (MiB)" in r.out and "A: deepseek-v3.2 (GiB)" in r.out
     assert "5,053.63" in r.out and "GiB " not in r.out.split("\n\n")[1]
+
+
+def test_shell_completion_is_offered(cli):
+    r = cli("--help")
+    assert r.code == 0 and "--install-completion" in r.out and "--version" in r.out
