@@ -95,3 +95,26 @@ def test_readme_check_log_matches():
                        cwd=README.parent)
     out = "".join(line.rstrip() + "\n" for line in (r.stderr + r.stdout).splitlines())
     assert _block("kvcalc " + " ".join(args)) == out
+
+
+def test_readme_command_table_lists_every_flag():
+    """Each command's row in the README's command table names every option the command takes (`--[no-]x`
+    covers --x and --no-x; any of an option's spellings counts)."""
+    import typer
+
+    from kvcalc.cli import app
+
+    rows = [line for line in README.read_text().splitlines() if line.startswith("| `kvcalc ")]
+    missing = {}
+    for name, command in typer.main.get_command(app).commands.items():
+        row = next((r for r in rows if r.startswith(f"| `kvcalc {name}")), None)
+        assert row is not None, f"no README row for `kvcalc {name}`"
+        for param in command.params:
+            spellings = [o for o in param.opts + param.secondary_opts if o.startswith("-")]
+            if not spellings or "--help" in spellings:
+                continue
+            def named(o):
+                return o in row or (o.startswith("--no-") and f"--[no-]{o[5:]}" in row) or f"--[no-]{o[2:]}" in row
+            if not any(named(o) for o in spellings):
+                missing.setdefault(name, []).append(spellings[0])
+    assert not missing, missing
