@@ -75,14 +75,24 @@ def _counter(torch, sentinel: int, equal: bool):
     return count
 
 
+def _step(p) -> int:
+    """Blocks per 64 MiB slice: every whole-pool pass works slice by slice, with no full-size temporary."""
+    return max(1, (64 << 20) // p.bytes_per_block)
+
+
+def _slices(buf, p):
+    step = _step(p)
+    return (buf[i:i + step] for i in range(0, buf.shape[0], step))
+
+
 def _count(torch, buf, tensors, ranges, p, count) -> dict:
     """Bytes ``count`` finds in: the whole buffer, each group's real page bytes over its requests'
     blocks, each group's page padding, and every view's null-block page(s). Scans in slices, no full-size
     temporary. Bytes outside every view's pages show as ``total`` minus the rest."""
     flat = buf.view(-1)
     nb = buf.shape[0]
-    step = max(1, (64 << 20) // p.bytes_per_block)
-    total = sum(count(buf[i:i + step]) for i in range(0, nb, step))
+    step = _step(p)
+    total = sum(count(sl) for sl in _slices(buf, p))
     null = 0
     data = {g.index: 0 for g in p.groups}
     pad = {g.index: 0 for g in p.groups}
@@ -233,9 +243,7 @@ def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", w
                 counts = _count(torch, buf, tensors, ranges, p, _counter(torch, SENTINEL, equal=False))
                 readback = job.readback()
                 t2 = time.perf_counter()
-                step = max(1, (64 << 20) // p.bytes_per_block)
-                for i in range(0, buf.shape[0], step):
-                    sl = buf[i:i + step]
+                for sl in _slices(buf, p):
                     sl.masked_fill_(sl == SENTINEL, SENTINEL2)
                 job.run(bar.advance)
                 seconds["fill_pass2"] = time.perf_counter() - t2
@@ -246,9 +254,8 @@ def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", w
                          "layers": "every layer" if fill == "full" else "first and last layer of each page tensor",
                          "tokens_per_pass": job.total_tokens}
         else:  # nothing was written: the whole-buffer count says so (per-group counts would all be 0)
-            step = max(1, (256 << 20) // p.bytes_per_block)
             count = _counter(torch, SENTINEL, equal=False)
-            total = sum(count(buf[i:i + step]) for i in range(0, buf.shape[0], step))
+            total = sum(count(sl) for sl in _slices(buf, p))
             counts = {"total": total, "null": 0, "data": {g.index: 0 for g in p.groups},
                       "padding": {g.index: 0 for g in p.groups}}
     except KeyboardInterrupt:
