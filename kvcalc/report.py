@@ -14,6 +14,10 @@ HEADLINE_BASELINES = (("deepseek-v4-pro", "fp8", "gqa8-hd128-l61", "bf16"),
                       ("deepseek-v4-flash", "fp8", "gqa8-hd128-l43", "bf16"))
 
 
+#: consoles narrower than this (an 80-column terminal) get the compact tables: detail moves under the table
+NARROW_BELOW = 104
+
+
 def _table(title: str | None = None, caption: str | None = None):
     from rich import box
     from rich.table import Table
@@ -152,7 +156,7 @@ def render_kinds(con, e: Estimate) -> None:
     """By layer kind. On a console narrower than the full table (an 80-column terminal) the format and per-layer
     columns move out: formats and bytes per entry are in the Storage line under the table, per layer = all
     layers / layers."""
-    narrow = con.width < 104
+    narrow = con.width < NARROW_BELOW
     cols = [("kind", "left"), ("layers", "right"), ("component", "left"), ("holds", "left"), ("format", "left"),
             ("entries", "right"), ("B/entry", "right"), ("per layer", "right"), ("all layers", "right")]
     keep = [k for k, (name, _) in enumerate(cols) if not (narrow and name in ("format", "per layer", "B/entry"))]
@@ -376,7 +380,7 @@ def render_show(con, m) -> None:
 def render_claims(con, results) -> None:
     from rich.text import Text
 
-    narrow = con.width < 104  # an 80-column terminal: the claim's words go under its id
+    narrow = con.width < NARROW_BELOW  # the claim's words go under its id
     t = _table("Published numbers, recomputed")
     cols = (("id", "left"), ("claim", "left"), ("published", "right"), ("computed", "right"), ("tolerance", "right"),
             ("result", "left"))
@@ -480,7 +484,7 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
         t.add_row("= KV pool", format_bytes(c.kv_pool_bytes_per_gpu), f"{c.kv_pool_bytes_per_gpu:,} B")
     print_table(con, t)
 
-    narrow = con.width < 104  # an 80-column terminal: layers, block and page sizes move under the table
+    narrow = con.width < NARROW_BELOW  # layers, block and page sizes move under the table
     g = _table()
     g.add_column("group", no_wrap=True)
     g.add_column("caches", max_width=24)
