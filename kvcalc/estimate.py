@@ -203,20 +203,17 @@ def _contexts(context: int | Iterable[int]) -> np.ndarray:
 
     if isinstance(context, (bool, np.bool_)):
         raise bad("a boolean")
-    if isinstance(context, (int, np.integer)):
-        values = [int(context)]
-        if not 1 <= values[0] <= MAX_TOKENS:
-            raise KvcalcError(f"context: {values[0]} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
-    elif isinstance(context, np.ndarray):
+    if isinstance(context, np.ndarray):
         if context.ndim > 1 or context.dtype.kind not in "iu":
             raise bad(f"an array of {context.dtype} with shape {context.shape}")
         if context.dtype.kind == "u" and context.size and int(context.max()) > MAX_TOKENS:
             raise KvcalcError(f"context: {int(context.max())} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
         values = context
-    elif isinstance(context, (str, bytes, bytearray, dict, set, frozenset)) or not isinstance(context, Iterable):
+    elif isinstance(context, (str, bytes, bytearray, dict, set, frozenset)) or not (
+            isinstance(context, (Iterable, int, np.integer))):
         raise bad(type(context).__name__)
-    else:
-        values = list(context)
+    else:  # an int or a flat sequence: checked in Python ints, before numpy could wrap them into int64
+        values = [context] if isinstance(context, (int, np.integer)) else list(context)
         for v in values:
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
                 raise bad(f"an element of type {type(v).__name__}")
