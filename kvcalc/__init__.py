@@ -5,7 +5,8 @@
     >>> int(e.per_sequence[0])
     10334371840
 
-The analytic core imports numpy and yaml only; torch and triton live behind ``kvcalc.verify``.
+The analytic core imports yaml, and numpy only for many contexts at once (the API returns numpy arrays by
+default; ``numpy=False`` gives exact Python ints); torch and triton live behind ``kvcalc.verify``.
 """
 
 from .config import ModelSpec, config_names, load_model

@@ -13,6 +13,7 @@ from .config import load_model
 from .formats import get_format
 from .paths import claims_file
 from .units import UNIT_BYTES, parse_tokens
+from .vec import Ints
 from .yamlio import load_yaml
 
 #: the two contexts between which ``per_token_layer`` measures the slope: past every window and a multiple
@@ -122,7 +123,8 @@ class _Evaluator:
     def estimate(self, a: dict, op: str, contexts: list[int], mtp: bool = False):
         try:
             return estimate(self.model(a, op), contexts, precision=self.name(a, "precision", op),
-                            basis=self.name(a, "basis", op), mtp=mtp, what=f"compute.{op}.precision")
+                            basis=self.name(a, "basis", op), mtp=mtp, what=f"compute.{op}.precision",
+                            numpy=False)
         except KvcalcError as exc:
             if str(exc).startswith(self.where):
                 raise
@@ -156,9 +158,7 @@ class _Evaluator:
             comp = model.components.get(self.name(a, "component", op))
             if comp is None:
                 raise self.err(f"compute.entries.component: model {a['model']} has no component {a['component']!r}")
-            import numpy as np
-
-            return float(comp.entries(np.array([self.tokens(a, op)]))[0])
+            return float(comp.entries(Ints([self.tokens(a, op)]))[0])
         if op == "entry_bytes":
             a = self.args(spec, op, {"format", "dim"}, {"rope_dim"})
             fmt = get_format(self.name(a, "format", op), f"{self.where}: compute.entry_bytes.format")

@@ -1,21 +1,28 @@
 """Bytes of every cache component of every layer at one or many contexts.
 
 Everything is ``entries(L) x entry_bytes + fixed_bytes`` per component, summed over the layers the basis
-counts, times the batch. Contexts are a numpy int64 vector, so a sweep over thousands of lengths is one
-pass. Layers of the same kind share their component arrays: the work is per kind, not per layer.
+counts, times the batch. Contexts are a vector: numpy int64 by default, so a sweep over thousands of
+lengths is one pass, or exact Python ints (``numpy=False``, what the command line uses for a few contexts, so
+it never imports numpy); the same formulas run on both (``kvcalc.vec``). Layers of the same kind share their component arrays: the work is per kind, not per layer.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from typing import Iterable, Literal, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Iterable, Literal, Sequence, Union
 
 from .config import ModelSpec, as_model
 from .errors import KvcalcError
 from .specs import RecurrentState
 from .units import MAX_TOKENS, format_tokens
+from .vec import Ints, is_array, zeros_like
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: a vector of token or byte counts: numpy int64 (the API's default) or exact Python ints (see ``kvcalc.vec``)
+Vector = Union["np.ndarray", Ints]
 
 Basis = Literal["article", "complete"]
 BASES: dict[str, str] = {
@@ -40,8 +47,8 @@ class ComponentBytes:
     format: str  # storage format name (the dtype for fixed state)
     entry_bytes: int
     fixed_bytes: int
-    entries: np.ndarray  # per context
-    bytes: np.ndarray  # per context, one sequence
+    entries: Vector  # per context
+    bytes: Vector  # per context, one sequence
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ class LayerBytes:
     kind: str
     mtp: bool
     components: tuple[ComponentBytes, ...]
-    bytes: np.ndarray  # per context, one sequence
+    bytes: Vector  # per context, one sequence
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,9 @@ class Estimate:
     basis: str
     mtp: bool
     batch: int
-    contexts: np.ndarray
+    contexts: Vector
     layers: tuple[LayerBytes, ...]
-    per_sequence: np.ndarray  # bytes per context for one sequence
+    per_sequence: Vector  # bytes per context for one sequence
     context_warning: str | None = None  # one line for every context beyond the model's max_context
 
     @property
@@ -70,10 +77,10 @@ class Estimate:
         return (self.context_warning,) if self.context_warning else ()
 
     @property
-    def total(self) -> np.ndarray:
+    def total(self) -> Vector:
         return self.per_sequence * self.batch
 
-    def kinds(self) -> dict[str, tuple[int, tuple[ComponentBytes, ...], np.ndarray]]:
+    def kinds(self) -> dict[str, tuple[int, tuple[ComponentBytes, ...], Vector]]:
         """kind label -> (layer count, components, bytes of one layer); MTP layers get their own label.
         Ordered as the config declares its layer kinds, main layers before MTP layers."""
         groups: dict[tuple[bool, str], list] = {}
@@ -194,39 +201,51 @@ class Estimate:
         return [self.context_warning] if self.context_warning and mc is not None and context > mc else []
 
 
-def _contexts(context: int | Iterable[int]) -> np.ndarray:
-    """Token counts as int64: an int, or a flat sequence / array of ints. Floats, booleans, strings, bytes,
-    mappings and nested lists are refused (b"1024" would otherwise read as the byte values 49, 48, 50, 52)."""
+def _contexts(context: int | Iterable[int], numpy: bool):
+    """Token counts as a vector: an int, or a flat sequence / array of ints; numpy int64 if ``numpy``, else
+    exact Python ints (:class:`Ints`). Floats, booleans, strings, bytes, mappings and nested lists are refused
+    (b"1024" would otherwise read as the byte values 49, 48, 50, 52)."""
     def bad(what: str) -> KvcalcError:
         return KvcalcError(f"context: token counts must be integers (an int or a list of ints), got {what}",
                            param="context")
 
-    if isinstance(context, (bool, np.bool_)):
+    def outside(v) -> KvcalcError:
+        return KvcalcError(f"context: {int(v)} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
+
+    np = sys.modules.get("numpy")  # a numpy value can only exist if numpy is loaded: no import for ints
+    np_int = (np.integer,) if np is not None else ()
+    if isinstance(context, bool) or (np is not None and isinstance(context, np.bool_)):
         raise bad("a boolean")
-    if isinstance(context, np.ndarray):
+    if is_array(context):
         if context.ndim > 1 or context.dtype.kind not in "iu":
             raise bad(f"an array of {context.dtype} with shape {context.shape}")
         if context.dtype.kind == "u" and context.size and int(context.max()) > MAX_TOKENS:
-            raise KvcalcError(f"context: {int(context.max())} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
-        values = context
-    elif isinstance(context, (str, bytes, bytearray, dict, set, frozenset)) or not (
-            isinstance(context, (Iterable, int, np.integer))):
+            raise outside(context.max())  # before the cast to int64 could wrap it
+        arr = np.atleast_1d(context.astype(np.int64))
+        if arr.size == 0:
+            raise KvcalcError("context: give at least one context length", param="context")
+        out_of_range = arr[(arr < 1) | (arr > MAX_TOKENS)]
+        if out_of_range.size:
+            raise outside(out_of_range[0])
+        return arr if numpy else Ints(arr.tolist())
+    if isinstance(context, (str, bytes, bytearray, dict, set, frozenset)) or not (
+            isinstance(context, (Iterable, int, *np_int))):
         raise bad(type(context).__name__)
-    else:  # an int or a flat sequence: checked in Python ints, before numpy could wrap them into int64
-        values = [context] if isinstance(context, (int, np.integer)) else list(context)
-        for v in values:
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-                raise bad(f"an element of type {type(v).__name__}")
-        if any(v < 1 or v > MAX_TOKENS for v in values):  # before numpy sees them: no int64 overflow
-            v = next(v for v in values if v < 1 or v > MAX_TOKENS)
-            raise KvcalcError(f"context: {int(v)} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
-    arr = np.atleast_1d(np.asarray(values, dtype=np.int64))
-    if arr.size == 0:
+    # an int or a flat sequence: checked in Python ints, before numpy could wrap them into int64
+    values = [context] if isinstance(context, (int, *np_int)) else list(context)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, *np_int)):  # numpy.bool_ is no numpy.integer
+            raise bad(f"an element of type {type(v).__name__}")
+    if not values:
         raise KvcalcError("context: give at least one context length", param="context")
-    out_of_range = arr[(arr < 1) | (arr > MAX_TOKENS)]
-    if out_of_range.size:
-        raise KvcalcError(f"context: {int(out_of_range[0])} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
-    return arr
+    for v in values:
+        if v < 1 or v > MAX_TOKENS:
+            raise outside(v)
+    if numpy:
+        import numpy as np
+
+        return np.asarray(values, dtype=np.int64)
+    return Ints([int(v) for v in values])
 
 
 def estimate(
@@ -238,26 +257,30 @@ def estimate(
     batch: int = 1,
     mtp: bool = False,
     what: str = "precision",
+    numpy: bool = True,
 ) -> Estimate:
     """KV cache bytes of ``model`` after ``context`` tokens (an int or a sequence of ints).
 
     ``basis='complete'`` counts everything a request holds; ``'article'`` reproduces vLLM's write-up
     (window + compressed entries + indexer of the main layers only). ``mtp=True`` adds the model's MTP
     layers (speculative decoding on); it needs the complete basis. ``what`` names the precision argument
-    in error messages.
+    in error messages. ``numpy=False`` gives the vectors as :class:`kvcalc.vec.Ints` (exact Python ints with
+    the same indexing, ``tolist`` and arithmetic) and never imports numpy.
     """
     spec = as_model(model)
     if basis not in BASES:
         raise KvcalcError(f"basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}", param="basis")
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= MAX_BATCH:
+    np = sys.modules.get("numpy")
+    if isinstance(batch, bool) or not isinstance(batch, (int, *((np.integer,) if np else ()))) or \
+            not 1 <= batch <= MAX_BATCH:
         raise KvcalcError(f"batch: must be an integer from 1 to {MAX_BATCH:,}, got {batch!r}", param="batch")
     if mtp and basis != "complete":
         raise KvcalcError("mtp: the article basis leaves the MTP layer out by definition; use the complete basis",
                           param="mtp")
     prec = spec.precision(precision, what)
-    contexts = _contexts(context)
+    contexts = _contexts(context, numpy)
 
-    per_kind: dict[str, tuple[tuple[ComponentBytes, ...], np.ndarray]] = {}
+    per_kind: dict[str, tuple[tuple[ComponentBytes, ...], Vector]] = {}
     bound: dict[str, int] = {}  # exact Python-int bytes of one layer of each kind at the largest context
     for kind in dict.fromkeys(spec.layers + (spec.mtp_layers if mtp else ())):
         comps = []
@@ -295,7 +318,7 @@ def estimate(
                     bytes=entries * eb + fixed,
                 )
             )
-        layer_bytes = sum((c.bytes for c in comps), np.zeros_like(contexts))
+        layer_bytes = sum((c.bytes for c in comps), zeros_like(contexts))
         per_kind[kind] = (tuple(comps), layer_bytes)
 
     layers = [LayerBytes(i, k, False, *per_kind[k]) for i, k in enumerate(spec.layers)]
@@ -309,7 +332,7 @@ def estimate(
             f"{spec.name}: {largest:,} B per sequence x batch {int(batch):,} exceeds 8 EiB; "
             "check --context, --batch and the config"
         )
-    per_seq = sum((layer.bytes for layer in layers), np.zeros_like(contexts))
+    per_seq = sum((layer.bytes for layer in layers), zeros_like(contexts))
 
     warning = None  # one line per estimate, however many contexts it covers (vectorised, no per-context scan)
     if spec.max_context is not None:

@@ -227,7 +227,7 @@ def check_tp(model: ModelSpec, tp: int) -> None:
 
 
 def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: bool, tp: int) -> dict:
-    est = estimate(model, context, precision=precision, basis="complete", mtp=mtp)
+    est = estimate(model, context, precision=precision, basis="complete", mtp=mtp, numpy=False)
     out = {}
     for layer in est.layers:
         for c in layer.components:

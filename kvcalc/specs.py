@@ -3,7 +3,8 @@
 Each spec answers one question: how many bytes does it hold after a request has seen L tokens? The answer
 always has the shape ``entries(L) x entry_bytes + fixed_bytes``: a token rule (all tokens, the last W, one
 entry per R tokens, none) times the bytes of one entry in the chosen storage format, plus bytes that do not
-depend on L (compressor partials, SSM state). ``entries`` is vectorised over a numpy array of contexts.
+depend on L (compressor partials, SSM state). ``entries`` is vectorised over contexts: a numpy int64 array,
+or a :class:`kvcalc.vec.Ints` for a few (the same formula runs on both).
 
 A new attention kind is one new subclass registered in ``CACHE_KINDS``; the YAML loader, the estimator and
 the CLI need no change. Nothing here branches on a model's name.
@@ -15,10 +16,9 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
-import numpy as np
-
 from .errors import KvcalcError
 from .formats import StorageFormat, get_format
+from .vec import as_vector, minimum, zeros_like
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,9 +37,10 @@ class CacheSpec:
     source: str = field(default="", compare=False)
 
     # ---- the three numbers every spec answers ------------------------------------------------------
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        """Entries held after ``contexts`` tokens (int64 array in, int64 array out): by default every token."""
-        return np.asarray(contexts, dtype=np.int64)
+    def entries(self, contexts):
+        """Entries held after ``contexts`` tokens (a vector in, a vector of the same kind out; an int or a list
+        becomes a numpy int64 array): by default every token."""
+        return as_vector(contexts)
 
     def entry_bytes(self, fmt: StorageFormat) -> int:
         """Bytes of one entry in storage format ``fmt``."""
@@ -68,8 +69,8 @@ class _Windowed:
 
     window: int
 
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        return np.minimum(np.asarray(contexts, dtype=np.int64), self.window)
+    def entries(self, contexts):
+        return minimum(as_vector(contexts), self.window)
 
     def rule(self) -> str:
         return f"min(L,{self.window})"
@@ -84,8 +85,8 @@ class _Strided:
 
     ratio: int
 
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        return np.asarray(contexts, dtype=np.int64) // self.ratio
+    def entries(self, contexts):
+        return as_vector(contexts) // self.ratio
 
     def rule(self) -> str:
         return "L" if self.ratio == 1 else f"L//{self.ratio}"
@@ -136,9 +137,10 @@ class ChunkedAttention(FullAttention):
 
     chunk: int
 
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        c = np.asarray(contexts, dtype=np.int64)
-        return np.where(c > 0, c - self.chunk * ((c - 1) // self.chunk), 0)
+    def entries(self, contexts):
+        # L - chunk*floor((L-1)/chunk) is (L-1) mod chunk + 1 for L >= 1; the min with L makes it 0 at L = 0
+        c = as_vector(contexts)
+        return minimum(c, (c - 1) % self.chunk + 1)
 
     def rule(self) -> str:
         return f"L-{self.chunk}*((L-1)//{self.chunk})"
@@ -248,8 +250,8 @@ class FixedState(CacheSpec):
     def values(self) -> int:
         return math.prod(self.shape)  # exact Python int: no silent int64 wrap-around
 
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        return np.zeros_like(np.asarray(contexts, dtype=np.int64))
+    def entries(self, contexts):
+        return zeros_like(as_vector(contexts))
 
     def entry_bytes(self, fmt: StorageFormat) -> int:
         return 0
@@ -336,8 +338,8 @@ class RecurrentState(CacheSpec):
     def ssm_values(self) -> int:
         raise NotImplementedError
 
-    def entries(self, contexts: np.ndarray) -> np.ndarray:
-        return np.zeros_like(np.asarray(contexts, dtype=np.int64))
+    def entries(self, contexts):
+        return zeros_like(as_vector(contexts))
 
     def entry_bytes(self, fmt: StorageFormat) -> int:
         return 0
