@@ -60,23 +60,9 @@ FLAGS = {
 
 
 def _console():
-    from rich.console import Console
+    from .textout import Console
 
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:  # `kvcalc show X | head`: stop quietly, not with rich's exit 1
-            raise BrokenPipeError
-
-    width = None if sys.stdout.isatty() else _env_width()
-    # markup off: config text (sources, names) is printed as written, brackets included
-    return _Console(highlight=False, markup=False, emoji=False, width=width, soft_wrap=False)
-
-
-def _env_width() -> int:
-    """Width when stdout is not a terminal: $COLUMNS if it is a sane number, else 120."""
-    try:
-        return max(40, min(int(os.environ.get("COLUMNS", "120")), 1000))
-    except ValueError:
-        return 120
+    return Console()  # $COLUMNS or the terminal's width on a terminal, else $COLUMNS or 120
 
 
 def _warn(lines) -> None:
@@ -92,6 +78,8 @@ def _estimates(models, contexts, precisions, basis, batch, mtp, what="MODEL"):
     from .estimate import estimate
     from .config import load_model
 
+    from .vec import SMALL
+
     out = []
     for name in models:
         model = load_model(name, what)
@@ -99,7 +87,8 @@ def _estimates(models, contexts, precisions, basis, batch, mtp, what="MODEL"):
         if "all" in wanted:
             wanted = list(model.precisions)
         for p in wanted:
-            out.append(estimate(model, contexts, precision=p, basis=basis, batch=batch, mtp=mtp))
+            out.append(estimate(model, contexts, precision=p, basis=basis, batch=batch, mtp=mtp,
+                                numpy=len(contexts) > SMALL))  # numpy only where vectors pay
     return out
 
 
@@ -172,9 +161,12 @@ def compare(
     contexts = parse_token_list(context)
     from .config import load_model
 
-    a = estimate(load_model(model_a, "A"), contexts, precision=precision, basis=basis, mtp=mtp)
+    from .vec import SMALL
+
+    vectors = len(contexts) > SMALL  # numpy only where vectors pay
+    a = estimate(load_model(model_a, "A"), contexts, precision=precision, basis=basis, mtp=mtp, numpy=vectors)
     b = estimate(load_model(model_b, "B"), contexts, precision=precision_b or precision, basis=basis, mtp=mtp,
-                 what="--precision-b" if precision_b else "--precision")
+                 what="--precision-b" if precision_b else "--precision", numpy=vectors)
     _warn(dict.fromkeys(a.warnings + b.warnings))
     if as_json:
         _print_json(report.compare_json(a, b))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .estimate import BASES, Estimate
+from .textout import Styled, Table
 from .units import UNIT_BYTES, format_bytes, format_tokens
 
 #: The article's story in one table: the V3.2-style stack, the report's GQA8 baseline at V4-Pro's and
@@ -18,35 +19,13 @@ HEADLINE_BASELINES = (("deepseek-v4-pro", "fp8", "gqa8-hd128-l61", "bf16"),
 NARROW_BELOW = 104
 
 
-def _table(title: str | None = None, caption: str | None = None):
-    from rich import box
-    from rich.table import Table
-
-    return Table(title=title, caption=caption, box=box.SIMPLE_HEAD, title_justify="left", caption_justify="left")
+def _table(title: str | None = None) -> Table:
+    return Table(title)
 
 
-def print_table(con, table) -> None:
-    """Print a table without truncating a number: text columns wrap between words; when even the narrowest
-    layout is wider than the console, the table is printed at that width and the terminal wraps its lines.
-    (rich would otherwise crop or ellipsise no-wrap columns to fit.)"""
-
-    def longest(col, split: bool) -> int:
-        cells = [c for c in [col.header, *col._cells] if isinstance(c, str)]
-        return max([0, *(len(w) for c in cells for w in (c.split() if split else c.splitlines() or [""]))])
-
-    need = 0
-    for col in table.columns:
-        if not col.no_wrap:
-            col.min_width = max(col.min_width or 0, longest(col, split=True))
-        need += (col.min_width if not col.no_wrap else longest(col, split=False)) + 3  # padding + separator
-    with con.capture() as cap:  # rendered first, so trailing padding never reaches a pipe or a file
-        if need > con.width:
-            con.print(table, width=need, crop=False)
-        else:
-            con.print(table)
-    text = "".join(line.rstrip() + "\n" for line in cap.get().splitlines())
-    con.file.write(text)
-    con.file.flush()
+def print_table(con, table: Table) -> None:
+    """Print a table at the console's width without splitting a number or a word (see ``kvcalc.textout``)."""
+    con.table(table)
 
 
 def _ctx(n: int, unit: bool = True) -> str:
@@ -183,32 +162,24 @@ def render_kinds(con, e: Estimate) -> None:
 
 
 def render_layers(con, e: Estimate) -> None:
-    """One row per layer. Plain aligned text written straight to the console's file: a rich Table costs
-    about half a millisecond per row, and a model may have 10,000 layers."""
-    out = con.file
-    head = ("layer", "kind", "components", "bytes", "cumulative")
-    right = (True, False, False, True, True)
+    """One row per layer (a model may have 10,000: the table layout is linear in its cells)."""
     names = [str(layer.index) + (" (MTP)" if layer.mtp else "") for layer in e.layers]
     comps = [", ".join(c.name for c in layer.components) for layer in e.layers]
     for i, ctx in enumerate(e.contexts.tolist()):
-        sizes = [int(layer.bytes[i]) for layer in e.layers]
-        running, cum = 0, []
-        for b in sizes:
+        t = _table(f"{e.model.display_name}, {e.precision}, at {_ctx(ctx)}: layer by layer")
+        for head, just in (("layer", "right"), ("kind", "left"), ("components", "left"), ("bytes", "right"),
+                           ("cumulative", "right")):
+            t.add_column(head, justify=just, no_wrap=just == "right")
+        running = 0
+        for name, layer, comp in zip(names, e.layers, comps):
+            b = int(layer.bytes[i])
             running += b
-            cum.append(format_bytes(running))
-        rows = list(zip(names, (layer.kind for layer in e.layers), comps, (f"{b:,}" for b in sizes), cum))
-        widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(head)]
-
-        def line(cells):
-            return "  " + "   ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
-
-        text = [f"{e.model.display_name}, {e.precision}, at {_ctx(ctx)}: layer by layer", "", line(head),
-                " " + "\u2500" * (sum(widths) + 3 * (len(widths) - 1) + 2)]
-        text += [line(r) for r in rows]
-        text += ["", f"Total per sequence: {format_bytes(e.per_sequence[i])} ({int(e.per_sequence[i]):,} B). "
-                 f"Storage: {e.formats_text()}.", f"Basis: {e.basis_text()}.", ""]
-        out.write("\n".join(text) + "\n")
-    out.flush()
+            t.add_row(name, layer.kind, comp, f"{b:,}", format_bytes(running))
+        print_table(con, t)
+        con.print(f"Total per sequence: {format_bytes(e.per_sequence[i])} ({int(e.per_sequence[i]):,} B). "
+                  f"Storage: {e.formats_text()}.")
+        con.print(f"Basis: {e.basis_text()}.")
+        con.print()
 
 
 def estimates_json(results: list[Estimate], refs: list[Estimate]) -> list[dict]:
@@ -378,8 +349,6 @@ def render_show(con, m) -> None:
 
 
 def render_claims(con, results) -> None:
-    from rich.text import Text
-
     narrow = con.width < NARROW_BELOW  # the claim's words go under its id
     t = _table("Published numbers, recomputed")
     cols = (("id", "left"), ("claim", "left"), ("published", "right"), ("computed", "right"), ("tolerance", "right"),
@@ -392,7 +361,7 @@ def render_claims(con, results) -> None:
     for r in results:
         first = [f"{r.id}\n{r.claim}"] if narrow else [r.id, r.claim]
         t.add_row(*first, r.published_text(), r.computed_text(), r.tolerance_text(),
-                  Text("pass", style="green") if r.passed else Text("MISS", style="bold red"))
+                  Styled("pass", "green") if r.passed else Styled("MISS", "bold red"))
     print_table(con, t)
     n_fail = sum(not r.passed for r in results)
     con.print(f"{len(results) - n_fail} passed, {n_fail} failed")

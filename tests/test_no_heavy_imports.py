@@ -1,7 +1,8 @@
-"""`kvcalc estimate` must never import torch or triton (they cost seconds and are not needed).
+"""`kvcalc estimate` must never import torch or triton (they cost seconds and are not needed), and a small job
+(one or a few contexts) imports neither numpy nor rich (issue 9.4: together about 85 ms of start-up).
 
 The probe installs an import hook that records (and refuses) any attempt to import them, so the test can
-fail whether or not torch happens to be installed.
+fail whether or not the package happens to be installed.
 """
 
 import subprocess
@@ -10,11 +11,13 @@ import sys
 PROBE = """
 import sys
 
+BLOCKED = ("torch", "triton", "kvcalc_kernels")
+
 attempted = []
 
 class Guard:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "triton", "kvcalc_kernels"):
+        if name.split(".")[0] in BLOCKED:
             attempted.append(name)
             raise ImportError("blocked by test: " + name)
         return None
@@ -47,3 +50,45 @@ def test_the_guard_would_catch_an_import():
     probe = PROBE.replace("from kvcalc.cli import main", "from kvcalc.cli import main\ntry:\n    import torch\nexcept ImportError:\n    pass")
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert "ATTEMPTED: ['torch']" in r.stderr
+
+
+SMALL_JOBS = [
+    ["estimate", "deepseek-v4-pro", "--context", "1M"], ["estimate", "--context", "1M"],
+    ["estimate", "--context", "1M", "--json"], ["estimate", "deepseek-v4-flash", "--by-layer", "-c", "4k,1M"],
+    ["estimate", "--hf", "tests/fixtures/hf/qwen3-next-80b-a3b.json"], ["compare", "deepseek-v3.2", "deepseek-v4-pro"],
+    ["show", "deepseek-v4-flash"], ["models"], ["claims"], ["gpus"],
+    ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--tp", "8", "-p", "fp8"],
+    ["check-log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"],
+]
+
+
+def _small_job_probe() -> str:
+    jobs = "(" + ", ".join(repr(a) for a in SMALL_JOBS) + ",)"
+    start = PROBE.index("for argv in (")
+    end = PROBE.index(":\n", PROBE.index('["report", "--check"])'))
+    return (PROBE[:start].replace('BLOCKED = ("torch", "triton", "kvcalc_kernels")',
+                                  'BLOCKED = ("torch", "triton", "kvcalc_kernels", "numpy", "rich")')
+            + f"for argv in {jobs}" + PROBE[end:])
+
+
+def test_small_jobs_import_neither_numpy_nor_rich():
+    probe = _small_job_probe()
+    assert '"numpy", "rich")' in probe and "gpus" in probe and '"sweep"' not in probe
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ATTEMPTED: []" in r.stderr
+
+
+def test_many_contexts_do_use_numpy_and_agree():
+    # above kvcalc.vec.SMALL contexts the command line computes on numpy arrays; the totals are the same
+    # numbers: 300 contexts of llama-3.1-8b bf16 at L = 1..300 tokens are 32 layers x 8 heads x 2 x 128 x 2 B
+    # = 131,072 B per token
+    probe = ("import sys, json, io, contextlib\nfrom kvcalc.cli import main\nbuf = io.StringIO()\n"
+             "with contextlib.redirect_stdout(buf):\n"
+             "    try:\n        main(['estimate', 'llama-3.1-8b', '-c', ','.join(map(str, range(1, 301))), '--json', "
+             "'--compact'])\n    except SystemExit as e:\n        assert e.code in (0, None)\n"
+             "out = json.loads(buf.getvalue())\nprint('numpy' in sys.modules, out[0]['per_sequence_bytes'][-1], "
+             "len(out[0]['context_tokens']))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", str(300 * 131_072), "300"]
