@@ -23,6 +23,19 @@ app = typer.Typer(
 )
 
 
+class _Command(typer.core.TyperCommand):
+    """typer 0.28 writes a required argument as `{MODEL}` in the usage line; kvcalc's usage lines name it
+    plainly (`kvcalc compare [OPTIONS] A B`), optional ones in brackets as usual. Through click's public
+    ``collect_usage_pieces`` and typer's documented ``cls=``."""
+
+    def collect_usage_pieces(self, ctx):
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
+
+
+def _command(*args, **kwargs):
+    return app.command(*args, cls=_Command, **kwargs)
+
+
 def _version(value: bool) -> None:
     if value:
         from . import __version__
@@ -92,7 +105,7 @@ def _estimates(models, contexts, precisions, basis, batch, mtp, what="MODEL"):
     return out
 
 
-@app.command()
+@_command()
 def estimate(
     models: Optional[List[str]] = typer.Argument(
         None, metavar="[MODEL]...", help="Config names (see `kvcalc models`) or YAML paths. None: the headline comparison."
@@ -142,7 +155,7 @@ def estimate(
             report.render_kinds(con, r)
 
 
-@app.command()
+@_command()
 def compare(
     model_a: str = typer.Argument(..., metavar="A"),
     model_b: str = typer.Argument(..., metavar="B"),
@@ -174,7 +187,7 @@ def compare(
     report.render_compare(_console(), a, b)
 
 
-@app.command()
+@_command()
 def capacity(
     model: Optional[str] = typer.Argument(None, metavar="MODEL", show_default=False),
     hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
@@ -258,7 +271,7 @@ def capacity(
     report.render_capacity(_console(), cap, reverse)
 
 
-@app.command()
+@_command()
 def verify(
     model: Optional[str] = typer.Argument(None, metavar="MODEL", show_default=False),
     hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
@@ -325,7 +338,7 @@ def _one_model(model: Optional[str], hf: Optional[str]) -> str:
     return model if model is not None else _hf_path(hf)
 
 
-@app.command("import-hf")
+@_command("import-hf")
 def import_hf(
     config: str = typer.Argument(..., metavar="CONFIG", help="A Hugging Face config.json, or a folder holding one."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the YAML here (atomically); default: stdout."),
@@ -365,7 +378,7 @@ def _write_atomic(path: str, text: str, flag: str) -> None:
         raise KvcalcError(f"{flag}: cannot write {path[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
-@app.command()
+@_command()
 def sweep(
     models: List[str] = typer.Argument(..., metavar="MODEL...", help="Config names, YAML paths or config.json files."),
     context: List[str] = typer.Option(["1k..1M"], "--context", "-c", help="Lists (4k,8k), ranges A..B (--points values, "
@@ -399,7 +412,7 @@ def sweep(
         sys.stdout.write(text)
 
 
-@app.command()
+@_command()
 def plot(
     models: List[str] = typer.Argument(..., metavar="MODEL...", help="Config names, YAML paths or config.json files."),
     context: List[str] = typer.Option(["4k..1M"], "--context", "-c", help="Contexts: A..B range or a list (see sweep)."),
@@ -430,7 +443,7 @@ def plot(
     print(f"kvcalc: wrote {output}", file=sys.stderr)
 
 
-@app.command("report")
+@_command("report")
 def report_cmd(
     out: str = typer.Option("reports", "--out", help="Folder to write (default: reports/ here)."),
     check: bool = typer.Option(False, "--check", help="Only compare the committed tables with what the code prints; exit 1 on a difference."),
@@ -451,7 +464,7 @@ def report_cmd(
         print(f"wrote {path}")
 
 
-@app.command("check-log")
+@_command("check-log")
 def check_log_cmd(
     file: str = typer.Argument(..., metavar="FILE", help="A vLLM start-up log ('-' reads stdin)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="kvcalc model (default: matched by the log's Hugging Face id)."),
@@ -484,7 +497,7 @@ def check_log_cmd(
         raise typer.Exit(1)
 
 
-@app.command()
+@_command()
 def gpus(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the accelerators `capacity --gpu` knows, with the memory each reports and its source."""
     from . import report
@@ -497,7 +510,7 @@ def gpus(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> N
     report.render_gpus(_console(), list(cat.values()))
 
 
-@app.command()
+@_command()
 def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the shipped model configs."""
     from . import report
@@ -510,7 +523,7 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     report.render_models(_console(), specs)
 
 
-@app.command()
+@_command()
 def show(
     model: Optional[str] = typer.Argument(None, metavar="MODEL", show_default=False),
     hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
@@ -527,7 +540,7 @@ def show(
     report.render_show(_console(), spec)
 
 
-@app.command()
+@_command()
 def schema(as_json: bool = typer.Option(True, "--json", help="Print JSON (the only form; accepted for symmetry).")) -> None:
     """Print the JSON Schema of the model config format (docs/config-format.md explains it)."""
     from .config import json_schema
@@ -535,7 +548,7 @@ def schema(as_json: bool = typer.Option(True, "--json", help="Print JSON (the on
     _print_json(json_schema())
 
 
-@app.command()
+@_command()
 def claims(
     file: Optional[str] = typer.Option(None, "--file", help="Claims file (default: the shipped reports/claims.yaml)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),

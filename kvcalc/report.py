@@ -349,19 +349,21 @@ def render_show(con, m) -> None:
 
 
 def render_claims(con, results) -> None:
-    narrow = con.width < NARROW_BELOW  # the claim's words go under its id
+    narrow = con.width < NARROW_BELOW  # the claim's words go under its id, the tolerance under the figure
     t = _table("Published numbers, recomputed")
     cols = (("id", "left"), ("claim", "left"), ("published", "right"), ("computed", "right"), ("tolerance", "right"),
             ("result", "left"))
     for col, just in cols:
-        if narrow and col == "claim":
+        if narrow and col in ("claim", "tolerance"):
             continue
-        t.add_column("id / claim" if narrow and col == "id" else col, justify=just,
-                     no_wrap=col in ("published", "computed", "tolerance", "result"))
+        head = {"id": "id / claim", "published": "published\ntolerance"}.get(col, col) if narrow else col
+        t.add_column(head, justify=just, no_wrap=col in ("published", "computed", "tolerance", "result"))
     for r in results:
-        first = [f"{r.id}\n{r.claim}"] if narrow else [r.id, r.claim]
-        t.add_row(*first, r.published_text(), r.computed_text(), r.tolerance_text(),
-                  Styled("pass", "green") if r.passed else Styled("MISS", "bold red"))
+        verdict = Styled("pass", "green") if r.passed else Styled("MISS", "bold red")
+        if narrow:
+            t.add_row(f"{r.id}\n{r.claim}", f"{r.published_text()}\n{r.tolerance_text()}", r.computed_text(), verdict)
+        else:
+            t.add_row(r.id, r.claim, r.published_text(), r.computed_text(), r.tolerance_text(), verdict)
     print_table(con, t)
     n_fail = sum(not r.passed for r in results)
     con.print(f"{len(results) - n_fail} passed, {n_fail} failed")

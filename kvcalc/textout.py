@@ -6,8 +6,8 @@ between sections. Doing it here instead of through rich keeps rich's import (abo
 pass (about 10 ms) out of a 0.14 s ``kvcalc estimate``.
 
 Layout: every column gets its natural width (its longest line). When the table is wider than the console,
-the widest text column gives up one character at a time, never below its longest word, so a number or a
-name is never split; when even that is too wide, the table is printed at that width and the terminal wraps
+the widest text columns give up characters, never below their longest word, so a number or a name is never
+split (a ``no_wrap`` column keeps its cells whole and may only wrap its header between words); when even that is too wide, the table is printed at that width and the terminal wraps
 its lines. No line ends in padding, so piped output carries no trailing spaces. Styles (bold totals, a
 green pass, a red MISS) are ANSI codes, only on a terminal and never when ``NO_COLOR`` is set. Widths count
 characters: East Asian wide characters in a config's names would misalign a column (not worth a wcwidth
@@ -89,8 +89,8 @@ class Table:
         for k, col in enumerate(self.columns):
             cells = [col["header"], *(row[0][k] for row in self.rows)]
             full = max(len(line) for cell in cells for line in _lines(cell))
-            if col["no_wrap"]:
-                low = full
+            if col["no_wrap"]:  # the cells stay whole; a header of several words may still wrap
+                low = max([_words(col["header"])] + [len(line) for row in self.rows for line in _lines(row[0][k])])
             else:
                 low = max(1, max(_words(cell) for cell in cells))
                 if col["max_width"]:

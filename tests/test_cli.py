@@ -1,3 +1,4 @@
+import pytest
 """The CLI as a user runs it: headline, per-model breakdown, JSON, compare, models, show."""
 
 import os
@@ -228,3 +229,38 @@ def test_compare_one_unit_per_column(cli):
 def test_shell_completion_is_offered(cli):
     r = cli("--help")
     assert r.code == 0 and "--install-completion" in r.out and "--version" in r.out
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "--context", "1M"], ["estimate", "deepseek-v4-pro", "-c", "1M"], ["estimate", "deepseek-v4-flash",
+    "--by-layer"], ["compare", "deepseek-v3.2", "deepseek-v4-pro"], ["show", "deepseek-v4-flash"],
+    ["show", "qwen3-next-80b-a3b"], ["models"], ["claims"], ["gpus"],
+    ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--tp", "8", "-p", "fp8"],
+    ["capacity", "llama-3.1-8b", "--kv-memory", "40GiB", "-c", "8k", "--concurrency", "4"],
+    ["check-log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"],
+])
+def test_every_default_table_reads_at_80_columns(cli, monkeypatch, argv):
+    # issue 9.5: an 80-column terminal; detail may move under a table, but no line may pass column 80,
+    # and no line may end in padding
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli(*argv)
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines and max(len(line) for line in lines) <= 80, max(lines, key=len)
+    assert not any(line.endswith(" ") for line in lines)
+
+
+def test_usage_lines_name_arguments_without_braces(cli):
+    # issue 9.5: typer 0.28 writes required arguments as {MODEL}; kvcalc's usage says MODEL
+    import typer
+
+    from kvcalc.cli import app
+
+    names = sorted(typer.main.get_command(app).commands)
+    assert {"compare", "check-log", "import-hf", "sweep", "plot", "estimate"} <= set(names)
+    for name in names:
+        r = cli(name, "--help")
+        usage = next(line for line in r.out.splitlines() if line.startswith("Usage:"))
+        assert "{" not in usage and "}" not in usage, usage
+    assert "Usage: kvcalc compare [OPTIONS] A B" in cli("compare", "--help").out
+    assert "Usage: kvcalc sweep [OPTIONS] MODEL..." in cli("sweep", "--help").out
