@@ -343,6 +343,7 @@ def import_hf(
     config: str = typer.Argument(..., metavar="CONFIG", help="A Hugging Face config.json, or a folder holding one."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the YAML here (atomically); default: stdout."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name (default: the output file's stem, else the config's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the config as JSON ({output, config}) instead of YAML."),
 ) -> None:
     """Turn a Hugging Face config.json into a kvcalc model config, every value citing its field."""
     from .config import parse_model
@@ -357,7 +358,9 @@ def import_hf(
     if output:
         _write_atomic(output, text, "--output")
         print(f"kvcalc: wrote {output} ({cfg['name']}: {cfg['description']})", file=sys.stderr)
-    else:
+    if as_json:
+        _print_json({"output": output, "config": cfg})
+    elif not output:
         sys.stdout.write(text)
 
 
@@ -389,6 +392,7 @@ def sweep(
     mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s)."),
     fmt: str = typer.Option("csv", "--format", help="csv or json (columnar: one array per field)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here (atomically); default: stdout."),
+    as_json: bool = typer.Option(False, "--json", help="The same as --format json."),
 ) -> None:
     """Exact bytes per sequence over contexts x models x precisions, as a CSV or a columnar JSON."""
     import io
@@ -397,6 +401,8 @@ def sweep(
 
     if fmt not in ("csv", "json"):
         raise KvcalcError(f"--format: choose csv or json, got {fmt!r}")
+    if as_json:
+        fmt = "json"
     contexts = parse_contexts(context, points)
     cols = run_sweep(models, contexts, precision, basis, mtp)
     _warn(cols["warnings"])
@@ -423,6 +429,7 @@ def plot(
     at: Optional[str] = typer.Option(None, "--at", help="The context of --layers (default: the largest of --context)."),
     points: int = typer.Option(64, "--points", help="Values per A..B range."),
     basis: str = typer.Option("complete", "--basis", help=BASIS_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Also print the numbers drawn, as JSON."),
 ) -> None:
     """Memory vs context on log axes (with GPU memory lines), or a per-layer stacked chart; PNG or SVG."""
     from .config import load_model
@@ -431,16 +438,18 @@ def plot(
 
     from . import plot as P
 
-    P._format_of(output)
+    fmt = P._format_of(output)
     specs = [load_model(m) for m in models]
     contexts = parse_contexts(context, points)
     if layers:
-        P.layers_chart(specs, parse_tokens(at, "--at") if at else int(contexts[-1]), precision, output, basis)
+        drawn = P.layers_chart(specs, parse_tokens(at, "--at") if at else int(contexts[-1]), precision, output, basis)
     else:
         from .hardware import get_gpu
 
-        P.memory_vs_context(specs, contexts, precision, [get_gpu(g) for g in gpu or []], output, basis)
+        drawn = P.memory_vs_context(specs, contexts, precision, [get_gpu(g) for g in gpu or []], output, basis)
     print(f"kvcalc: wrote {output}", file=sys.stderr)
+    if as_json:
+        _print_json({"output": output, "format": fmt, **drawn})
 
 
 @_command("report")
@@ -448,20 +457,27 @@ def report_cmd(
     out: str = typer.Option("reports", "--out", help="Folder to write (default: reports/ here)."),
     check: bool = typer.Option(False, "--check", help="Only compare the committed tables with what the code prints; exit 1 on a difference."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Also draw the plots (needs kvcalc[plot])."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written or checked, as JSON."),
 ) -> None:
     """Regenerate every published table and plot under reports/ (or check the committed ones)."""
     from . import regen
 
     if check:
-        stale = regen.check(out)
+        checked, stale = regen.check(out)
         for name in stale:
             print(f"kvcalc: {out}/{name} differs from what the code prints; run `kvcalc report`", file=sys.stderr)
+        if as_json:
+            _print_json({"out": out, "checked": checked, "stale": stale, "match": not stale})
         if stale:
             raise typer.Exit(1)
-        print(f"kvcalc: {len(regen.TABLES) + 1} tables under {out}/ match the code", file=sys.stderr)
+        print(f"kvcalc: {len(checked)} tables under {out}/ match the code", file=sys.stderr)
         return
-    for path in regen.generate(out, plots):
-        print(f"wrote {path}")
+    written = regen.generate(out, plots)
+    if as_json:
+        _print_json({"out": out, "written": written})
+    else:
+        for path in written:
+            print(f"wrote {path}")
 
 
 @_command("check-log")

@@ -51,12 +51,16 @@ def _save(fig, path: str) -> None:
         raise KvcalcError(f"--output: cannot write {path!r}: {exc.strerror or exc}", param="output") from None
 
 
-def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, basis: str = "complete") -> None:
-    """Bytes per sequence against context, log-log, one line per (model, precision), a dotted line per GPU."""
+def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, basis: str = "complete") -> dict:
+    """Bytes per sequence against context, log-log, one line per (model, precision), a dotted line per GPU.
+    Returns the numbers drawn (``kvcalc plot --json``)."""
     _format_of(path)
     plt = _mpl()
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
     i = 0
+    drawn = {"chart": "memory_vs_context", "basis": basis, "units": "bytes per sequence, exact (no paging)",
+             "context_tokens": contexts.tolist(), "series": [],
+             "gpus": [{"key": g.key, "name": g.name, "memory_bytes": g.memory_bytes} for g in gpus]}
     for spec in specs:
         wanted = list(precisions) if precisions else [spec.default_precision]
         if wanted == ["all"]:
@@ -66,6 +70,8 @@ def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, 
             ls, mk = _STYLES[i % len(_STYLES)]
             ax.plot(contexts, e.per_sequence / 2**30, linestyle=ls, marker=mk, markevery=max(1, contexts.size // 8),
                     color=_GRAYS[i % len(_GRAYS)], label=f"{spec.display_name} {e.precision}")
+            drawn["series"].append({"model": spec.name, "precision": e.precision,
+                                    "bytes_per_sequence": e.per_sequence.tolist()})
             i += 1
     for j, g in enumerate(gpus):
         ax.axhline(g.memory_bytes / 2**30, color="0.5", linestyle=(0, (2, 2)), linewidth=0.9)
@@ -81,6 +87,7 @@ def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, 
     ax.legend(fontsize=7, frameon=False)
     _save(fig, path)
     plt.close(fig)
+    return drawn
 
 
 def _role(cache_kind: str, name: str) -> str:
@@ -95,11 +102,14 @@ def _role(cache_kind: str, name: str) -> str:
     return "latent / KV" if cache_kind in ("mla", "full_attention") else name
 
 
-def layers_chart(specs, context: int, precisions, path: str, basis: str = "complete") -> None:
-    """Per-layer stacked bars at one context, one panel per model: which cache each layer's bytes are in."""
+def layers_chart(specs, context: int, precisions, path: str, basis: str = "complete") -> dict:
+    """Per-layer stacked bars at one context, one panel per model: which cache each layer's bytes are in.
+    Returns the numbers drawn (``kvcalc plot --layers --json``)."""
     _format_of(path)
     plt = _mpl()
     fig, axes = plt.subplots(len(specs), 1, figsize=(8, 2.3 * len(specs)), squeeze=False)
+    drawn = {"chart": "layers", "basis": basis, "units": "bytes per layer, one sequence, exact (no paging)",
+             "context_tokens": context, "panels": []}
     for k, spec in enumerate(specs):
         ax = axes[k][0]
         p = (list(precisions) if precisions else [spec.default_precision])[0]
@@ -121,6 +131,8 @@ def layers_chart(specs, context: int, precisions, path: str, basis: str = "compl
                    linewidth=0.3, hatch=hatch, label=r)
             bottom += vals
         total = int(e.per_sequence[0])
+        drawn["panels"].append({"model": spec.name, "precision": e.precision, "per_sequence_bytes": total,
+                                "bytes_by_role": {r: [int(v) for v in roles[r]] for r in order}})
         ax.set_title(f"{spec.display_name} {e.precision} at {format_tokens(context)} tokens: "
                      f"{format_bytes(total)} per sequence", loc="left", fontsize=9, pad=14)
         ax.set_ylabel("MiB per layer")
@@ -129,3 +141,4 @@ def layers_chart(specs, context: int, precisions, path: str, basis: str = "compl
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
+    return drawn

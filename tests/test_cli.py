@@ -264,3 +264,25 @@ def test_usage_lines_name_arguments_without_braces(cli):
         assert "{" not in usage and "}" not in usage, usage
     assert "Usage: kvcalc compare [OPTIONS] A B" in cli("compare", "--help").out
     assert "Usage: kvcalc sweep [OPTIONS] MODEL..." in cli("sweep", "--help").out
+
+
+def test_every_command_offers_json(cli, tmp_path):
+    # issue 9.5: --json on every command
+    import typer
+    import yaml
+
+    from kvcalc.cli import app
+
+    for name in sorted(typer.main.get_command(app).commands):
+        assert "--json" in cli(name, "--help").out, name
+    # import-hf --json is the YAML's content; sweep --json is --format json; report --check --json lists
+    r = cli("import-hf", "tests/fixtures/hf/qwen3-8b.json")
+    j = cli("import-hf", "tests/fixtures/hf/qwen3-8b.json", "--json")
+    assert j.json() == {"output": None, "config": yaml.safe_load(r.out)}
+    out = tmp_path / "q.yaml"
+    j = cli("import-hf", "tests/fixtures/hf/qwen3-8b.json", "-o", str(out), "--json")
+    assert j.json()["output"] == str(out) and yaml.safe_load(out.read_text()) == j.json()["config"]
+    assert cli("sweep", "llama-3.1-8b", "-c", "1k", "--json").json() == \
+        cli("sweep", "llama-3.1-8b", "-c", "1k", "--format", "json").json()
+    d = cli("report", "--check", "--json").json()
+    assert d["match"] is True and d["stale"] == [] and "headline.txt" in d["checked"]

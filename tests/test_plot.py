@@ -44,3 +44,23 @@ def test_without_matplotlib_one_line(tmp_path):
             f"main(['plot', 'llama-3.1-8b', '-o', {str(tmp_path / 'x.png')!r}])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip() == "kvcalc: error: plot needs matplotlib: pip install 'kvcalc[plot]'"
+
+
+def test_plot_json_gives_the_numbers_drawn(cli, tmp_path):
+    r = cli("plot", "deepseek-v4-pro", "-c", "4k,1M", "--gpu", "h200", "-o", str(tmp_path / "m.png"), "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["chart"] == "memory_vs_context" and d["format"] == "png" and d["context_tokens"] == [4096, 1 << 20]
+    # V4-Pro bf16 at 4,096 tokens, by hand: window 61 x 128 x 1,024; c4a 30 x 1,024 entries x (1,024 + 256);
+    # c128a 31 x 32 x 1,024; state 30 x (64 + 16) KiB + 31 x 512 KiB
+    at_4k = 61 * 128 * 1024 + 30 * 1024 * 1280 + 31 * 32 * 1024 + 30 * 80 * 1024 + 31 * 512 * 1024
+    assert d["series"] == [{"model": "deepseek-v4-pro", "precision": "bf16",
+                            "bytes_per_sequence": [at_4k, 10_353_082_368]}]
+    assert d["gpus"][0]["key"] == "h200"
+    r = cli("plot", "deepseek-v4-pro", "-p", "fp8", "--layers", "--at", "1M", "-o", str(tmp_path / "l.svg"), "--json")
+    panel = r.json()["panels"][0]
+    # a c4a layer (layer 2 is c4a, layer 0 c128a) at fp8: 262,144 entries x 584 B compressed, 262,144 x 68 B indexer
+    roles = panel["bytes_by_role"]
+    assert roles["compressed entries"][2] == 262_144 * 584 and roles["indexer"][2] == 262_144 * 68
+    assert roles["indexer"][0] == 0 and roles["compressed entries"][0] == 8192 * 584
+    assert sum(sum(v) for v in roles.values()) == panel["per_sequence_bytes"]
