@@ -17,7 +17,8 @@ Families (``model_type``; nested ``text_config`` read for multimodal checkpoints
 * hybrids with fixed recurrent state: qwen3_next and qwen3_5 (gated DeltaNet layers + full attention every
   ``full_attention_interval`` or as ``layer_types`` says; ``mamba_ssm_dtype``; Qwen3.5's MTP layer), nemotron_h (``hybrid_override_pattern``: M Mamba-2, * attention, - and E
   layers without cache), jamba (Mamba-1 + attention every ``attn_layer_period``), falcon_h1 (attention and
-  Mamba-2 side by side in every layer), minimax (``attn_type_list``: lightning linear attention + softmax).
+  Mamba-2 side by side in every layer), minimax (``attn_type_list``: lightning linear attention + softmax),
+  kimi_linear (Kimi Delta Attention layers by ``linear_attn_config.kda_layers``, MLA in the others).
   Their state is in the precision's ``state`` role: the model dtype, as vLLM keeps it;
 * llama4 (chunked local attention over ``attention_chunk_size`` in the RoPE layers, global NoPE layers by
   ``no_rope_layers``).
@@ -40,7 +41,7 @@ GQA = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"
 MLA = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 DSA = {"deepseek_v32", "glm_moe_dsa"}
 V4 = {"deepseek_v4"}
-HYBRID = {"qwen3_next", "qwen3_5", "qwen3_5_text", "nemotron_h", "jamba", "falcon_h1", "minimax"}
+HYBRID = {"qwen3_next", "qwen3_5", "qwen3_5_text", "nemotron_h", "jamba", "falcon_h1", "minimax", "kimi_linear"}
 CHUNKED = {"llama4", "llama4_text"}
 SUPPORTED = sorted(GQA | MLA | DSA | V4 | HYBRID | CHUNKED)
 
@@ -476,6 +477,66 @@ def _import_minimax(fields: _Fields) -> dict:
     }
 
 
+_KDA_SRC = ("vLLM 0.33 MambaStateShapeCalculator.kda_state_shape (conv over q, k and v: 3 x num_heads x head_dim "
+            "channels; recurrent num_heads x head_dim x head_dim) and kda_state_dtype")
+
+
+def _import_kimi_linear(fields: _Fields) -> dict:
+    """Kimi-Linear: layer i (from 0) is a Kimi Delta Attention layer when i + 1 is in
+    ``linear_attn_config.kda_layers`` (vLLM KimiLinearConfig.is_kda_layer), an MLA layer otherwise."""
+    n = fields.int("num_hidden_layers")
+    lac = fields.raw("linear_attn_config")
+    where = f"{fields.file}: {fields.prefix}linear_attn_config"
+    if not isinstance(lac, dict):
+        raise _fail(f"{where}: required for kimi_linear (kda_layers, num_heads, head_dim, short_conv_kernel_size), "
+                    f"got {type(lac).__name__ if lac is not None else 'nothing'}")
+    kda = lac.get("kda_layers")
+    if not isinstance(kda, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 1 <= i <= n for i in kda) \
+            or len(set(kda)) != len(kda):
+        raise _fail(f"{where}.kda_layers: must list distinct layer numbers from 1 to {n} (num_hidden_layers)")
+    full = lac.get("full_attn_layers")
+    if full is not None and (not isinstance(full, list) or sorted(set(full) | set(kda)) != list(range(1, n + 1))
+                             or set(full) & set(kda)):
+        raise _fail(f"{where}.full_attn_layers: with kda_layers must number every layer 1 to {n} exactly once")
+    sub_fields = _Fields(lac, fields.file)
+    sub_fields.prefix = f"{fields.prefix}linear_attn_config."
+    heads, hd = sub_fields.value("num_heads"), sub_fields.value("head_dim")
+    types = ["kda" if i + 1 in set(kda) else "mla" for i in range(n)]
+    mtp = fields.int("num_nextn_predict_layers", minimum=0, default=0)
+    comps: dict = {}
+    kinds: dict = {}
+    if "mla" in types or mtp:
+        rank, rope = fields.int("kv_lora_rank"), fields.int("qk_rope_head_dim")
+        comps["latent"] = {"cache": "mla", "storage": "kv", "rope_dim": fields.value("qk_rope_head_dim"),
+                           "dim": {"value": rank + rope, "source": f"{fields.src('kv_lora_rank')} {rank} + "
+                                                                   f"qk_rope_head_dim {rope}"}}
+        kinds["mla"] = ["latent"]
+    if "kda" in types:
+        comps["kda"] = {"cache": "gated_deltanet", "k_heads": heads, "v_heads": heads, "k_head_dim": hd,
+                        "v_head_dim": hd, "conv_kernel": sub_fields.value("short_conv_kernel_size"),
+                        "ssm_dtype": "fp32",
+                        "note": "Kimi Delta Attention: one head count and width for q, k and v; the recurrent "
+                                "state in fp32 as vLLM keeps it (mamba_ssm_cache_dtype auto -> float32)",
+                        "source": _KDA_SRC}
+        kinds["kda"] = ["kda"]
+    out = {
+        "description": f"{n} layers: {types.count('mla')} MLA, {types.count('kda')} Kimi Delta Attention (fixed state)",
+        "precisions": {
+            "bf16": {"kv": "bf16", "state": "bf16", "source": "MLA latent and KDA conv state in the model dtype; "
+                     "the KDA recurrent state is fp32 whatever the precision (vLLM kda_state_dtype)"},
+            "fp8": {"kv": "fp8_e4m3", "state": "bf16",
+                    "source": "vLLM --kv-cache-dtype fp8 on MLA (per-tensor scale); KDA state as in bf16"},
+        },
+        "components": comps, "layer_kinds": kinds,
+        "layers": {"select": types, "kinds": {"mla": "mla", "kda": "kda"},
+                   "source": f"{fields.src('linear_attn_config')}.kda_layers (numbered from 1): those layers KDA, "
+                             "the others MLA (vLLM KimiLinearConfig.is_kda_layer)"},
+    }
+    if mtp:
+        out["mtp"] = {"layers": mtp, "kind": "mla", "source": f"{fields.src('num_nextn_predict_layers')} (MLA layers)"}
+    return out
+
+
 def _import_llama4(fields: _Fields) -> dict:
     n = fields.int("num_hidden_layers")
     chunk = fields.value("attention_chunk_size")
@@ -523,6 +584,8 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
         body = _import_falcon_h1(fields)
     elif mt == "minimax":
         body = _import_minimax(fields)
+    elif mt == "kimi_linear":
+        body = _import_kimi_linear(fields)
     elif mt in CHUNKED:
         body = _import_llama4(fields)
     else:

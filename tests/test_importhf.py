@@ -319,3 +319,37 @@ def test_chunked_attention_is_refused_by_the_vllm_engine(tmp_path):
                             "num_key_value_heads": 2, "head_dim": 64, "hidden_size": 512, "attention_chunk_size": 64})
     with pytest.raises(KvcalcError, match="chunked_attention.*not modelled"):
         plan(spec, 4096)
+
+
+KIMI_LINEAR = {  # the published fields of Kimi-Linear-48B-A3B (written here by hand, not a verbatim file)
+    "model_type": "kimi_linear", "num_hidden_layers": 27, "hidden_size": 2304, "num_attention_heads": 32,
+    "head_dim": 72, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "mla_use_nope": True, "linear_attn_config": {
+        "full_attn_layers": [4, 8, 12, 16, 20, 24, 27], "head_dim": 128, "num_heads": 32, "short_conv_kernel_size": 4,
+        "kda_layers": [1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26]}}
+
+
+def test_kimi_linear_kda_and_mla(tmp_path):
+    # layers 4, 8, ..., 24 and 27 (numbered from 1) are MLA: a 512 + 64 = 576-wide latent per token, 2 B in bf16.
+    # The other 20 are Kimi Delta Attention: conv state 3 x (32 heads x 128 x 3 for q, k, v) values in bf16, and a
+    # recurrent state 32 x 128 x 128 values in fp32 whatever the precision (vLLM kda_state_shape, kda_state_dtype)
+    spec = _load(tmp_path, KIMI_LINEAR)
+    assert spec.layers[:4] == ("kda", "kda", "kda", "mla") and spec.layers[26] == "mla"
+    kda = 3 * 32 * 128 * 3 * 2 + 32 * 128 * 128 * 4
+    assert kda == 2_170_880
+    assert int(estimate(spec, [K]).per_sequence[0]) == 7 * K * 576 * 2 + 20 * kda
+    assert int(estimate(spec, [K], precision="fp8").per_sequence[0]) == 7 * K * 576 + 20 * kda
+
+
+@pytest.mark.parametrize("patch, fragment", [
+    ({"linear_attn_config": None}, "linear_attn_config: required for kimi_linear"),
+    ({"linear_attn_config": {"kda_layers": [0, 1], "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4}},
+     "kda_layers: must list distinct layer numbers from 1 to 27"),
+    ({"linear_attn_config": {"kda_layers": [1, 2], "full_attn_layers": [3], "num_heads": 32, "head_dim": 128,
+                             "short_conv_kernel_size": 4}}, "full_attn_layers: with kda_layers must number every"),
+    ({"linear_attn_config": {"kda_layers": [1], "num_heads": 32, "head_dim": 128}},
+     "linear_attn_config.short_conv_kernel_size: required"),
+])
+def test_kimi_linear_fails_closed(tmp_path, patch, fragment):
+    with pytest.raises(KvcalcError, match=fragment):
+        _load(tmp_path, dict(KIMI_LINEAR, **patch))
