@@ -28,6 +28,32 @@ def ceil_log2_ratio(amax, QFRAC: tl.constexpr, QEXP: tl.constexpr, E_MIN: tl.con
 
 
 @triton.jit
+def ceil_log2_fp32(s):
+    """``ceil(log2(s))`` with the log2 taken in fp32, as vLLM's V3.2 Triton writers take it
+    (``tl.math.exp2(tl.math.ceil(tl.math.log2(scale)))``), for positive normal fp32 ``s``; integer ops only.
+
+    With ``s = 2**k * (1 + j * 2**-23)``, log2(s) = k + log2(1 + j * 2**-23) lies in (k, k + 1) for j > 0,
+    and its fp32 rounding falls back onto k when the fractional part is at most half the fp32 spacing next
+    to k on that side (2**p below): then ceil gives k, where the exact rule gives k + 1. That happens for j
+    up to J = floor((2**(2**p) - 1) * 2**23): 0 near k = 0 and up to 44 at |k| >= 128 (1 or 2 for the
+    V3.2 scales around 2**-9). Assumes the device's fp32 log2 is correctly rounded at these points
+    (``scripts/gpu-check.sh`` probes it).
+    """
+    bits = s.to(tl.int32, bitcast=True)
+    k = ((bits >> 23) & 0xFF) - 127
+    j = bits & 0x7FFFFF
+    m = tl.abs(k)
+    lg = ((m >= 2).to(tl.int32) + (m >= 4).to(tl.int32) + (m >= 8).to(tl.int32) + (m >= 16).to(tl.int32)
+          + (m >= 32).to(tl.int32) + (m >= 64).to(tl.int32) + (m >= 128).to(tl.int32))
+    # below a negative power of two the spacing halves: k + frac moves toward zero, into the finer binade
+    p = lg - 24 - ((k < 0) & ((m & (m - 1)) == 0)).to(tl.int32)
+    jmax = tl.where(p <= -23, 0, tl.where(p == -22, 1, tl.where(p == -21, 2, tl.where(
+        p == -20, 5, tl.where(p == -19, 11, tl.where(p == -18, 22, 44))))))
+    up = (j > 0) & ((k == 0) | (j > jmax))
+    return k + up.to(tl.int32)
+
+
+@triton.jit
 def pow2(e):
     """2.0 ** e as fp32 for integer tensors e in [-126, 127]."""
     return ((e + 127) << 23).to(tl.float32, bitcast=True)

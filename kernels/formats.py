@@ -57,7 +57,7 @@ the special case ``block_size = 1``, no alignment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvcalc.engines.vllm import V4_PAGE_ALIGNMENT
 from kvcalc.formats import FORMATS as CORE_FORMATS
@@ -97,6 +97,14 @@ class Format:
     path: str = "triton"
     """The vLLM writer whose rules these are: 'triton' (the Triton kernels) or 'cutedsl' (the CuTeDSL
     compressor vLLM runs for 512-wide DeepSeek V4 compressed entries on NVIDIA GPUs)."""
+    scale_rule: str = "exact"
+    """How the scale exponent is found. 'exact': the smallest e with ``amax <= qmax * 2**e`` (integer
+    arithmetic; what ``ceil(log2(amax / qmax))`` means). The V3.2 writers take that ceil in fp32, which
+    can land one lower for a scale 1 to 2 ulps above a power of two (``_bits.ceil_log2_fp32``):
+    'fp32_log2_div': ``s = div_rn(max(amax, 1e-4), 448)`` (the V3.2 indexer, ``_fp8_ue8m0_quantize``);
+    'fp32_log2_mul': ``s = max(amax * fp32(1 / 448), 1e-4)`` (the V3.2 latent, ``fused_norm_rope``).
+    (The V4 CuTeDSL compressor divides in fp32 and rounds the scale's exponent up by its bits; its amax is
+    a bf16 value, which never divides onto a power of two, so 'exact' is its rule: a test checks every bf16.)"""
 
     # ---- the layout, as the kernels name it ------------------------------------------------------
     @property
@@ -244,6 +252,18 @@ FP8_INDEXER_V32_MX = _from_core(
     source=_V32_IDX_SRC + "; on SM100 (mqa_logits_use_mx_scales) the scale as four equal UE8M0 bytes "
     "(v1/attention/ops/common.py pack_ue8m0_x4)",
 )
+#: vLLM's own fp32 arithmetic for the V3.2 scale exponents (see Format.scale_rule); selectable by name
+_FP32_LOG2 = ("; the exponent as vLLM computes it: ceil(log2(scale)) in fp32, scale = {how} "
+              "(assumes a correctly rounded fp32 log2 on the device)")
+FP8_DS_MLA_V32_FP32LOG2 = replace(
+    FP8_DS_MLA_V32, scale_rule="fp32_log2_mul", path="v32-fp32log2",
+    source=_V32_SRC + _FP32_LOG2.format(how="max(amax * (1.0 / FP8_MAX), 1e-4)"))
+FP8_INDEXER_V32_FP32LOG2 = replace(
+    FP8_INDEXER_V32, scale_rule="fp32_log2_div", path="v32-fp32log2",
+    source=_V32_IDX_SRC + _FP32_LOG2.format(how="tl.div_rn(tl.maximum(amax, 1e-4), FP8_MAX)"))
+FP8_INDEXER_V32_MX_FP32LOG2 = replace(
+    FP8_INDEXER_V32_MX, scale_rule="fp32_log2_div", path="v32-sm100-fp32log2",
+    source=FP8_INDEXER_V32_MX.source + _FP32_LOG2.format(how="tl.div_rn(tl.maximum(amax, 1e-4), FP8_MAX)"))
 FP4_INDEXER = _from_core(
     "fp4_indexer", 128, 0,
     # amax floored at 6 * 2**-126: exponent >= -126
@@ -270,6 +290,9 @@ FORMATS: dict[str, Format] = {
 FORMATS["fp8_ds_mla_v4_cutedsl"] = FP8_DS_MLA_V4_CUTEDSL
 FORMATS["fp8_indexer_v32"] = FP8_INDEXER_V32
 FORMATS["fp8_indexer_v32_mx"] = FP8_INDEXER_V32_MX
+FORMATS["fp8_ds_mla_fp32log2"] = FP8_DS_MLA_V32_FP32LOG2
+FORMATS["fp8_indexer_v32_fp32log2"] = FP8_INDEXER_V32_FP32LOG2
+FORMATS["fp8_indexer_v32_mx_fp32log2"] = FP8_INDEXER_V32_MX_FP32LOG2
 
 
 def get_format(fmt: "str | Format", dim: int | None = None) -> Format:

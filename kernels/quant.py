@@ -16,6 +16,9 @@ Quantisation rules (vLLM 0.33; see ``formats.py`` for the byte layouts):
   ``amax <= 448 * 2**e``, with ``e >= fmt.e_min`` (vLLM floors amax at 1e-4 for V4 and the indexer, the
   scale at 1e-4 for V3.2); values become ``e4m3(clamp(x * 2**-e, -448, 448))``, round to nearest even.
   ue8m0 scales store ``e + 127``; fp32 scales store ``2.0**e``.
+* V3.2's writers take that exponent as ``ceil(log2(scale))`` in fp32, which can fall one lower for a scale
+  1 or 2 ulps above a power of two; the ``*_fp32log2`` formats follow that arithmetic
+  (``Format.scale_rule``, ``_bits.ceil_log2_fp32``).
 * fp4 indexer: per 32 values, smallest ``2**e`` with ``amax <= 6 * 2**e`` (``e >= -126``); values become
   ``e2m1(x * 2**-e)``, round to nearest even, saturating; element 2k in the low nibble.
 * The RoPE tail (and plain bf16) is stored as bf16, round to nearest even from fp32 input.
@@ -32,6 +35,7 @@ import triton.language as tl
 from . import _checks as C
 from ._bits import (
     bf16_bits_to_f32,
+    ceil_log2_fp32,
     ceil_log2_ratio,
     e2m1_to_f32,
     e4m3_to_f32,
@@ -45,6 +49,7 @@ from .formats import Format, PageLayout, get_format, page_layout, record_layout
 from .addressing import record_ptrs
 
 _QPARAMS = {"fp8": (0x600000, 8), "fp4": (0x400000, 2), "bf16": (0, 0)}
+_SCALE_RULES = {"exact": 0, "fp32_log2_div": 1, "fp32_log2_mul": 2}
 
 
 @triton.jit
@@ -56,7 +61,7 @@ def _quant_kernel(
     FP4: tl.constexpr, SCALE_FP32: tl.constexpr, SCALE_MX4: tl.constexpr, SCALE_SLOTS: tl.constexpr,
     QFRAC: tl.constexpr, QEXP: tl.constexpr, QMAX: tl.constexpr, E_MIN: tl.constexpr,
     NR: tl.constexpr, NR2_P2: tl.constexpr, ROPE_OFF: tl.constexpr,
-    NATIVE_FP8: tl.constexpr,
+    NATIVE_FP8: tl.constexpr, SCALE_RULE: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     valid, data, sc = record_ptrs(slot_ptr, row, cache_ptr, page_stride, data_stride, scale_base, scale_stride,
@@ -81,7 +86,12 @@ def _quant_kernel(
                 k = tl.arange(0, QB)[None, :]
                 x = tl.load(xrow + blk[:, None] * QB + k, mask=bmask, other=0.0).to(tl.float32)
                 amax = tl.max(tl.abs(x), axis=1)
-                e = ceil_log2_ratio(amax, QFRAC, QEXP, E_MIN)
+                if SCALE_RULE == 1:  # V3.2 indexer: fp32 scale by a rounded division, log2 in fp32
+                    e = ceil_log2_fp32(tl.div_rn(tl.maximum(amax, 1e-4), QMAX))
+                elif SCALE_RULE == 2:  # V3.2 latent: by the rounded reciprocal, the scale floored
+                    e = ceil_log2_fp32(tl.maximum(amax * (1.0 / QMAX), 1e-4))
+                else:
+                    e = ceil_log2_ratio(amax, QFRAC, QEXP, E_MIN)
                 inv = pow2(-tl.minimum(e, 126))[:, None]
                 y = tl.minimum(tl.maximum(x * inv, -QMAX), QMAX)
                 if NATIVE_FP8:
@@ -186,7 +196,8 @@ def _kernel_args(fmt: Format, lay: PageLayout) -> tuple[dict, dict]:
         NQ=fmt.quant_dim, QB=max(fmt.quant_block, 1), NQB=fmt.num_scales, NQB_P2=_p2(fmt.num_scales),
         FP4=fmt.elem == "fp4", SCALE_FP32=fmt.scale_kind == "fp32", SCALE_MX4=fmt.scale_mx4,
         NR=fmt.rope_dim, ROPE_OFF=fmt.rope_offset,
-    ), dict(QFRAC=qfrac, QEXP=qexp, QMAX=float(fmt.qmax), E_MIN=fmt.e_min, SCALE_SLOTS=fmt.scale_slots)
+    ), dict(QFRAC=qfrac, QEXP=qexp, QMAX=float(fmt.qmax), E_MIN=fmt.e_min, SCALE_SLOTS=fmt.scale_slots,
+            SCALE_RULE=_SCALE_RULES[fmt.scale_rule])
 
 
 def quantize(

@@ -28,6 +28,19 @@ def scale_exponent(amax: torch.Tensor, qmax: float, e_min: int) -> torch.Tensor:
     return e.clamp(min=e_min)
 
 
+def scale_exponent_fp32_log2(amax: torch.Tensor, f: Format) -> torch.Tensor:
+    """vLLM's exponent by its own fp32 steps: the scale in fp32 (``f.scale_rule`` 'fp32_log2_div':
+    ``max(amax, 1e-4) / qmax`` rounded once; 'fp32_log2_mul': ``amax * fp32(1 / qmax)`` rounded, floored at
+    fp32(1e-4)), its log2 in float64 rounded to fp32 (a correctly rounded fp32 log2), then ceil (int64)."""
+    a = amax.float()
+    floor = torch.tensor(1e-4, dtype=torch.float32, device=a.device)
+    if f.scale_rule == "fp32_log2_div":
+        s = torch.maximum(a, floor) / torch.tensor(f.qmax, dtype=torch.float32, device=a.device)
+    else:
+        s = torch.maximum(a * torch.tensor(1.0 / f.qmax, dtype=torch.float32, device=a.device), floor)
+    return torch.ceil(torch.log2(s.double()).float()).to(torch.int64)
+
+
 def fp8_e4m3_bytes(y: torch.Tensor) -> torch.Tensor:
     """fp32 values (already within +-448) -> e4m3fn bytes, round to nearest even."""
     return y.float().to(torch.float8_e4m3fn).view(torch.uint8)
@@ -97,7 +110,10 @@ def quantize_ref(x: torch.Tensor, fmt: "str | Format") -> torch.Tensor:
         nb = f.num_scales
         blocks = xf[:, : f.quant_dim].reshape(n, nb, f.quant_block)
         amax = blocks.abs().amax(dim=-1)
-        e = scale_exponent(amax, f.qmax, f.e_min)
+        if f.scale_rule == "exact":
+            e = scale_exponent(amax, f.qmax, f.e_min)
+        else:
+            e = scale_exponent_fp32_log2(amax, f)
         inv = torch.ldexp(torch.ones_like(amax, dtype=torch.float32), -e.to(torch.int32))
         y = blocks * inv.unsqueeze(-1)
         if f.elem == "fp8":

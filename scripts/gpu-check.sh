@@ -2,7 +2,9 @@
 # kvcalc on one CUDA GPU, in one command (about 8 minutes on an H200):
 #   1. the kernel tests on CUDA (compiled kernels, native fp8 casts),
 #   2. benchmarks/bench_kernels.py (kernel bandwidth against a device copy),
-#   3. kvcalc verify, full prefill through the Triton kernels: V3.2 bf16 and fp8 at 160k,
+#   3. scripts/probe_log2.py: which V3.2 scale-exponent model (exact, or fp32 log2) vLLM's arithmetic matches
+#      on this GPU (reports/log2-probe.json),
+#   4. kvcalc verify, full prefill through the Triton kernels: V3.2 bf16 and fp8 at 160k,
 #      V4-Pro and V4-Flash fp8 at 1M,
 # writing every figure under reports/ (reports/verify/*.json, reports/verify/README.md, reports/kernel_bench.*).
 # Needs torch with CUDA and triton in the current Python (pip install -e '.[verify,test]' with a CUDA torch).
@@ -34,6 +36,7 @@ step() {  # step NAME TIMEOUT_S COMMAND...
 
 step "kernel tests on CUDA" 150 env KVCALC_KERNEL_TEST_DEVICE=cuda $PY -m pytest tests/kernels -q -x -p no:cacheprovider
 step "kernel benchmark" 90 $PY benchmarks/bench_kernels.py --tokens 262144 --rep 20
+step "fp32 log2 probe" 60 $PY scripts/probe_log2.py --out reports/log2-probe.json
 for run in "deepseek-v3.2 bf16 160k" "deepseek-v3.2 fp8 160k" "deepseek-v4-flash fp8 1M" "deepseek-v4-pro fp8 1M"; do
   set -- $run
   step "verify $1 $2 at $3" 150 $PY -m kvcalc verify "$1" -p "$2" -c "$3" --device cuda --fill full \
