@@ -17,7 +17,8 @@ Families (``model_type``; nested ``text_config`` read for multimodal checkpoints
 * hybrids with fixed recurrent state: qwen3_next and qwen3_5 (gated DeltaNet layers + full attention every
   ``full_attention_interval`` or as ``layer_types`` says; ``mamba_ssm_dtype``; Qwen3.5's MTP layer), nemotron_h (``hybrid_override_pattern``: M Mamba-2, * attention, - and E
   layers without cache), jamba (Mamba-1 + attention every ``attn_layer_period``), falcon_h1 (attention and
-  Mamba-2 side by side in every layer), minimax (``attn_type_list``: lightning linear attention + softmax),
+  Mamba-2 side by side in every layer), minimax and minimax_m1 (``attn_type_list``: lightning linear
+  attention + softmax),
   kimi_linear (Kimi Delta Attention layers by ``linear_attn_config.kda_layers``, MLA in the others).
   Their state is in the precision's ``state`` role: the model dtype, as vLLM keeps it;
 * llama4 (chunked local attention over ``attention_chunk_size`` in the RoPE layers, global NoPE layers by
@@ -41,7 +42,8 @@ GQA = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"
 MLA = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 DSA = {"deepseek_v32", "glm_moe_dsa"}
 V4 = {"deepseek_v4"}
-HYBRID = {"qwen3_next", "qwen3_5", "qwen3_5_text", "nemotron_h", "jamba", "falcon_h1", "minimax", "kimi_linear"}
+HYBRID = {"qwen3_next", "qwen3_5", "qwen3_5_text", "nemotron_h", "jamba", "falcon_h1", "minimax", "minimax_m1",
+          "kimi_linear"}
 CHUNKED = {"llama4", "llama4_text"}
 SUPPORTED = sorted(GQA | MLA | DSA | V4 | HYBRID | CHUNKED)
 
@@ -469,7 +471,8 @@ def _import_minimax(fields: _Fields) -> dict:
                    "head_dim": fields.value("head_dim") if fields.has("head_dim") else _head_dim(fields)},
     }
     return {
-        "description": f"{n} layers: {types.count(1)} softmax attention, {types.count(0)} lightning (linear) attention",
+        "description": (f"{n} layers: {types.count(1)} softmax attention, {types.count(0)} lightning (linear) attention"
+                        " (vLLM dropped MiniMax-Text-01 / M1 in 0.23; the state dtype follows the precision)"),
         "precisions": _hybrid_precisions(), "components": comps,
         "layer_kinds": {"softmax": ["softmax"], "linear": ["linear"]},
         "layers": {"select": {"value": types, "source": fields.src("attn_type_list")},
@@ -582,7 +585,7 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
         body = _import_jamba(fields)
     elif mt == "falcon_h1":
         body = _import_falcon_h1(fields)
-    elif mt == "minimax":
+    elif mt in ("minimax", "minimax_m1"):
         body = _import_minimax(fields)
     elif mt == "kimi_linear":
         body = _import_kimi_linear(fields)

@@ -145,6 +145,10 @@ def render_kinds(con, e: Estimate) -> None:
             name, just = cols[k]
             t.add_column(name, justify=just, no_wrap=name in ("per layer", "all layers", "entries", "B/entry"))
         for label, (n, comps, layer_bytes) in e.kinds().items():
+            if not comps:  # MLP / MoE layers of a hybrid: counted, holding nothing
+                row = [label, str(n), "(no cache)", "", "", "", "", "0 B", "0 B"]
+                t.add_row(*[row[k] for k in keep], end_section=True)
+                continue
             for j, c in enumerate(comps):
                 row = [label if j == 0 else "", str(n) if j == 0 else "", c.name, c.rule, c.format,
                        f"{int(c.entries[i]):,}" if c.entry_bytes else "-",

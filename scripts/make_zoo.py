@@ -28,6 +28,10 @@ ZOO = {
     "qwen3.5-9b": ("qwen3.5-9b", "Qwen/Qwen3.5-9B"),
     "phi-4": ("phi-4", "microsoft/phi-4"),
     "mistral-7b-v0.3": ("mistral-7b-v0.3", "mistralai/Mistral-7B-Instruct-v0.3"),
+    "nemotron-h-56b-base-8k": ("nemotron-h-56b", "nvidia/Nemotron-H-56B-Base-8K"),
+    # MiniMax's GitHub repository, not a Hub page: the 40k and 80k Hub models share this architecture
+    "minimax-m1": ("minimax-m1", "https://github.com/MiniMax-AI/MiniMax-M1/blob/2abb4f45a9df4154b4bde024d51874bd127edcee/config.json"),
+    "deepseek-v2-lite": ("deepseek-v2-lite", "deepseek-ai/DeepSeek-V2-Lite"),
 }
 
 
@@ -36,8 +40,8 @@ def render(fixture: str) -> tuple[Path, str]:
     rel = f"tests/fixtures/hf/{fixture}.json"
     data, _ = read_config(ROOT / rel)
     cfg = import_config(data, rel, name)
-    cfg["sources"]["hub"] = f"https://huggingface.co/{hub}/blob/main/config.json (the fixture's provenance: " \
-                            "tests/fixtures/hf/SOURCES.md)"
+    url = hub if hub.startswith("https://") else f"https://huggingface.co/{hub}/blob/main/config.json"
+    cfg["sources"]["hub"] = f"{url} (the fixture's provenance: tests/fixtures/hf/SOURCES.md)"
     return ROOT / "configs" / f"{name}.yaml", to_yaml(cfg)
 
 

@@ -49,7 +49,7 @@ def test_gpt_oss_layer_types():
     assert spec.layers[:2] == ("local", "global")
 
 
-@pytest.mark.parametrize("name, layers, mtp", [("deepseek-v3", 61, 1), ("kimi-k2", 61, 0)])
+@pytest.mark.parametrize("name, layers, mtp", [("deepseek-v3", 61, 1), ("kimi-k2", 61, 0), ("deepseek-v2-lite", 27, 0)])
 def test_mla_families(name, layers, mtp):
     # one latent of kv_lora_rank 512 + qk_rope_head_dim 64 = 576 values per token per layer
     assert _bytes(name) == layers * K * 576 * 2
@@ -195,6 +195,37 @@ def test_nemotron_h_pattern(tmp_path):
     p.write_text(json.dumps(bad))
     with pytest.raises(KvcalcError, match="hybrid_override_pattern: must be a string of 52 layer codes"):
         load_hf(p)
+
+
+def test_nemotron_h_56b_verbatim():
+    # nvidia/Nemotron-H-56B-Base-8K (a verbatim file): 118 layer codes, 10 '*' attention (8 KV heads of
+    # attention_head_dim 128: 2 x 8 x 128 x 2 B = 4,096 B per token), 54 'M' Mamba-2, 54 '-' MLP without cache.
+    # Mamba-2 (vLLM mamba2_state_shape): conv (4 - 1) x (256 heads x 64 + 2 x 8 groups x 256 state) = 61,440
+    # values, SSM 256 x 64 x 256 = 4,194,304 values; bf16: 8,511,488 B per layer
+    spec = load_hf(HF / "nemotron-h-56b-base-8k.json")
+    assert (spec.layers.count("attention"), spec.layers.count("mamba"), spec.layers.count("mlp")) == (10, 54, 54)
+    mamba = (3 * (256 * 64 + 2 * 8 * 256) + 256 * 64 * 256) * 2
+    assert mamba == 8_511_488
+    assert _bytes("nemotron-h-56b-base-8k", ctx=8192) == 10 * 8192 * 4096 + 54 * mamba == 795_164_672
+    # fp32-state: the state doubles, attention stays bf16
+    assert _bytes("nemotron-h-56b-base-8k", ctx=8192, precision="fp32-state") == 10 * 8192 * 4096 + 54 * 2 * mamba
+
+
+def test_layers_without_cache_have_their_own_row(cli):
+    r = cli("estimate", "nemotron-h-56b", "-c", "8k")
+    assert r.code == 0, r.err
+    row = next(line for line in r.out.splitlines() if line.lstrip().startswith("mlp"))
+    assert row.split() == ["mlp", "54", "(no", "cache)", "0", "B", "0", "B"]
+    assert "795,164,672 B" in r.out
+
+
+def test_minimax_m1_verbatim():
+    # MiniMax-M1 (model_type minimax_m1, MiniMax's own file): attn_type_list puts softmax attention in every
+    # 8th layer (10 of 80; 8 KV heads of 128, 4,096 B per token in bf16); the other 70 hold one lightning
+    # attention state of 64 heads x 128 x 128 values, 2,097,152 B in bf16
+    spec = load_hf(HF / "minimax-m1.json")
+    assert spec.layers.count("softmax") == 10 and spec.layers[7] == "softmax" and spec.layers[0] == "linear"
+    assert _bytes("minimax-m1", ctx=8192) == 10 * 8192 * 4096 + 70 * 64 * 128 * 128 * 2 == 482_344_960
 
 
 def test_zoo_configs_are_the_importers_output():
