@@ -208,6 +208,8 @@ def capacity(
     max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens", help="vLLM's per-step token budget (default: vllm serve's for the GPU: 8192 on H100/H200, 16384 from 160 GiB, 2048 below 70 GiB or A100)."),
     async_scheduling: bool = typer.Option(True, "--async-scheduling/--no-async-scheduling", help="vLLM 0.33 schedules asynchronously by default: two batches in flight."),
     indexer_dtype: str = typer.Option("fp8", "--indexer-dtype", help="DeepSeek sparse-indexer cache in vLLM: fp8 (132 B, default) or mxfp4 (68 B)."),
+    prefix_caching: bool = typer.Option(True, "--prefix-caching/--no-prefix-caching", help="vLLM's prefix caching (on by default); for Mamba / DeltaNet state it reserves 2 running blocks plus checkpoint blocks per request, 1 without."),
+    gdn_prefill_backend: Optional[str] = typer.Option(None, "--gdn-prefill-backend", help="Gated DeltaNet prefill in vLLM: flashinfer (Hopper's default; 64-token checkpoints) or triton (default: vLLM's choice for --gpu)."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Reverse: the longest context at which this many requests fit."),
     mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s) (speculative decoding on)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -236,8 +238,12 @@ def capacity(
     dev = get_gpu(gpu) if gpu is not None else None
     mnbt = max_num_batched_tokens or V.default_max_num_batched_tokens(dev.memory_bytes if dev else None,
                                                                         dev.name if dev else "")
+    if gdn_prefill_backend is not None and gdn_prefill_backend not in ("flashinfer", "triton"):
+        raise KvcalcError(f"--gdn-prefill-backend: choose flashinfer or triton, got {gdn_prefill_backend!r}")
     settings = V.Settings(block_size=block_size, max_num_batched_tokens=mnbt, async_scheduling=async_scheduling,
-                          indexer_dtype=indexer_dtype, pp=pp)
+                          indexer_dtype=indexer_dtype, pp=pp, prefix_caching=prefix_caching,
+                          gdn_prefill_backend=gdn_prefill_backend or V.default_gdn_prefill_backend(
+                              dev.key if dev else None, spec))
     for name, v in (("--weights-gib", weights_gib), ("--reserve-gib", reserve_gib)):
         if v is not None and not (v == v and 0 <= v <= 1 << 30):
             raise KvcalcError(f"{name}: must be a number of GiB from 0 to 2^30, got {v}")

@@ -515,7 +515,7 @@ def _import_kimi_linear(fields: _Fields) -> dict:
                                                                    f"qk_rope_head_dim {rope}"}}
         kinds["mla"] = ["latent"]
     if "kda" in types:
-        comps["kda"] = {"cache": "gated_deltanet", "k_heads": heads, "v_heads": heads, "k_head_dim": hd,
+        comps["kda"] = {"cache": "kda", "k_heads": heads, "v_heads": heads, "k_head_dim": hd,
                         "v_head_dim": hd, "conv_kernel": sub_fields.value("short_conv_kernel_size"),
                         "ssm_dtype": "fp32",
                         "note": "Kimi Delta Attention: one head count and width for q, k and v; the recurrent "

@@ -23,7 +23,7 @@ from .config import ModelSpec, as_model
 from .engines import vllm as V
 from .errors import KvcalcError
 from .estimate import estimate
-from .specs import FullAttention
+from .specs import FullAttention, RecurrentState
 
 ENGINES = {
     "exact": "exact bytes, no paging: every request reserves what `kvcalc estimate` counts",
@@ -49,7 +49,7 @@ class PlanPage:
 @dataclass(frozen=True)
 class PlanGroup:
     index: int
-    kind: str  # "full" (every token), "window W" (sliding window of W tokens), "exact"
+    kind: str  # "full" (every token), "window W" (sliding window of W tokens), "state" (fixed), "exact"
     layers: tuple[int, ...]  # model layer indices held by the group (each once)
     members: tuple[tuple[int, str], ...]  # (layer, component) of every cache in the group
     block_size: int
@@ -235,6 +235,8 @@ def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: boo
             spec = model.components[c.name]
             if isinstance(spec, FullAttention) and tp > 1:  # heads per rank, replicated when tp > heads
                 b = b // spec.kv_heads * max(1, spec.kv_heads // tp)
+            elif isinstance(spec, RecurrentState) and tp > 1:  # channels and heads split evenly
+                b = spec.fixed_bytes_on_rank(model.precisions[precision].formats.get(spec.storage), tp)
             out[(layer.index, c.name)] = b
     return out
 
@@ -315,7 +317,7 @@ def _vllm_plan(spec, prec, context, settings, mtp, tp, stage_layers, analytic, t
         window = members[0].window
         groups.append(PlanGroup(
             index=i,
-            kind="full" if window is None else f"window {window}",
+            kind="state" if members[0].state_blocks is not None else "full" if window is None else f"window {window}",
             layers=tuple(dict.fromkeys(s.layer for s in members)),
             members=tuple((s.layer, s.component) for s in members),
             block_size=members[0].block_size,
@@ -358,5 +360,21 @@ def _vllm_plan(spec, prec, context, settings, mtp, tp, stage_layers, analytic, t
         "max_in_flight_tokens": in_flight,
         "indexer_dtype": settings.indexer_dtype,
     }
+    state = [s for s in specs if s.state_blocks is not None]
+    if state:
+        used["prefix_caching"] = settings.prefix_caching
+        used["mamba_cache_mode"] = "align" if settings.prefix_caching else "none"
+        if any(type(spec.components[s.component]).__name__ == "GatedDeltaNetState" for s in state):
+            used["gdn_prefill_backend"] = settings.gdn_prefill_backend
+        if state[0].padded_page is not None:
+            notes.append(
+                f"vLLM {V.VERSION} grows the attention block to {block} tokens so that one attention page holds a "
+                f"state page ({state[0].state_bytes:,} B), then pads the state page to {state[0].padded_page:,} B "
+                "(platforms/interface.py _align_hybrid_block_size)")
+        notes.append(
+            "fixed state reserves " + ", ".join(sorted({f"{s.state_blocks} blocks per request in each "
+                                                        f"{spec.components[s.component].kind} group" for s in state}))
+            + (" (prefix caching on: mamba_cache_mode align, 2 running + checkpoint blocks)" if settings.prefix_caching
+               else " (prefix caching off)"))
     return PoolPlan("vllm", V.VERSION, spec.name, prec.name, context, used, layout, rule, padding,
                     tuple(groups), bytes_per_block, 1, total, tuple(notes), blocks_at)

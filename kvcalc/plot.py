@@ -97,7 +97,7 @@ def _role(cache_kind: str, name: str) -> str:
         return "compressed entries"
     if cache_kind == "indexer":
         return "indexer"
-    if cache_kind in ("compressor_state", "state", "mamba2", "gated_deltanet"):
+    if cache_kind in ("compressor_state", "state", "mamba", "mamba2", "gated_deltanet", "kda", "linear_attention"):
         return "fixed state"
     return "latent / KV" if cache_kind in ("mla", "full_attention") else name
 

@@ -485,7 +485,13 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
               f"({p.blocks_per_request:,} blocks x {p.bytes_per_block:,} B, the widest group's block); it holds "
               f"{format_bytes(p.analytic_bytes)} exactly (kvcalc estimate, complete basis).")
     if p.engine == "vllm":
-        wins = [grp for grp in p.groups if grp.kind != "full"]
+        wins = [grp for grp in p.groups if grp.kind.startswith("window")]
+        fixed = [grp for grp in p.groups if grp.kind == "state"]
+        if fixed:
+            con.print(f"Fixed-state groups reserve {format_bytes(sum(g.blocks_per_request for g in fixed) * p.bytes_per_block)}"
+                      f" of it: {'/'.join(sorted({str(g.blocks_per_request) for g in fixed}))} blocks per request in "
+                      f"each of {len(fixed)} group(s), whatever the context (mamba_cache_mode "
+                      f"{p.settings.get('mamba_cache_mode', 'none')}).")
         if wins:
             w_res = sum(grp.blocks_per_request for grp in wins) * p.bytes_per_block
             s = p.settings

@@ -354,11 +354,30 @@ class RecurrentState(CacheSpec):
         return conv, self.ssm_dtype or conv
 
     def fixed_bytes(self, fmt: StorageFormat | None = None) -> int:
+        return self.fixed_bytes_on_rank(fmt, 1)
+
+    def fixed_bytes_on_rank(self, fmt: StorageFormat | None, tp: int) -> int:
+        """Bytes of the state one of ``tp`` tensor-parallel ranks holds (see :meth:`shard_values`)."""
         conv, ssm = self.dtypes(fmt)
         where = f"component {self.name}"
-        cv = self.conv_values()
-        return ((get_format(conv).entry_bytes(cv, 0, where) if cv else 0)
-                + get_format(ssm).entry_bytes(self.ssm_values(), 0, where))
+        cv, sv = self.shard_values(tp)
+        return (get_format(conv).entry_bytes(cv, 0, where) if cv else 0) + get_format(ssm).entry_bytes(sv, 0, where)
+
+    def shard_values(self, tp: int) -> tuple[int, int]:
+        """(conv, recurrent) values on one of ``tp`` ranks: vLLM shards the channels and heads of both parts
+        and asserts they divide (``MambaStateShapeCalculator``, ``divide``)."""
+        if tp == 1:
+            return self.conv_values(), self.ssm_values()
+        conv_channels, ssm_heads = self._sharded()
+        for what, n in (("conv channels", conv_channels), ("heads", ssm_heads)):
+            if n % tp:
+                raise KvcalcError(f"tp: {tp} ranks cannot split the {n} {what} of component {self.name} "
+                                  "(vLLM shards them evenly)", param="tp")
+        return self.conv_values() // tp, self.ssm_values() // tp
+
+    def _sharded(self) -> tuple[int, int]:
+        """(conv channels, recurrent heads) that tensor parallelism splits."""
+        raise NotImplementedError
 
     def validate(self, where: str) -> None:
         if getattr(self, "conv_kernel", 2) < 2:
@@ -395,6 +414,18 @@ class Mamba2State(RecurrentState):
     def ssm_values(self) -> int:
         return self.heads * self.head_dim * self.state_size
 
+    def _sharded(self) -> tuple[int, int]:
+        inter = self.intermediate if self.intermediate is not None else self.heads * self.head_dim
+        return inter + 2 * self.groups * self.state_size, self.heads
+
+    def shard_values(self, tp: int) -> tuple[int, int]:
+        # groups that do not divide by tp are replicated up to tp (extra_groups_for_head_shards)
+        if tp > 1 and self.groups % tp:
+            from dataclasses import replace
+
+            return RecurrentState.shard_values(replace(self, groups=tp), tp)
+        return super().shard_values(tp)
+
 
 @dataclass(frozen=True, kw_only=True)
 class GatedDeltaNetState(RecurrentState):
@@ -417,6 +448,20 @@ class GatedDeltaNetState(RecurrentState):
     def ssm_values(self) -> int:
         return self.v_heads * self.v_head_dim * self.k_head_dim
 
+    def _sharded(self) -> tuple[int, int]:
+        return 2 * self.k_heads * self.k_head_dim + self.v_heads * self.v_head_dim, self.v_heads
+
+
+@dataclass(frozen=True, kw_only=True)
+class KDAState(GatedDeltaNetState):
+    """Kimi Delta Attention (Kimi-Linear): the gated DeltaNet shapes with one head count and width for q, k and
+    v (vLLM ``MambaStateShapeCalculator.kda_state_shape``: conv over ``3 x heads x head_dim`` channels,
+    recurrent ``heads x head_dim x head_dim``). Its own kind because vLLM's KDA layer exports no prefill
+    checkpoints, where the Qwen gated DeltaNet layer does (FlashInfer prefill)."""
+
+    kind: ClassVar[str] = "kda"
+    summary: ClassVar[str] = "Kimi Delta Attention conv + recurrent state (fixed per request)"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Mamba1State(RecurrentState):
@@ -436,6 +481,9 @@ class Mamba1State(RecurrentState):
     def ssm_values(self) -> int:
         return self.intermediate * self.state_size
 
+    def _sharded(self) -> tuple[int, int]:
+        return self.intermediate, self.intermediate
+
 
 @dataclass(frozen=True, kw_only=True)
 class LinearAttentionState(RecurrentState):
@@ -454,12 +502,15 @@ class LinearAttentionState(RecurrentState):
     def ssm_values(self) -> int:
         return self.heads * self.head_dim * self.head_dim
 
+    def _sharded(self) -> tuple[int, int]:
+        return 0, self.heads
+
 
 CACHE_KINDS: dict[str, type[CacheSpec]] = {
     cls.kind: cls
     for cls in (FullAttention, SlidingWindowAttention, MLALatent, SlidingWindowMLA, CompressedMLA, IndexerCache,
-                FixedState, CompressorState, Mamba2State, GatedDeltaNetState, Mamba1State, LinearAttentionState,
-                ChunkedAttention)
+                FixedState, CompressorState, Mamba2State, GatedDeltaNetState, KDAState, Mamba1State,
+                LinearAttentionState, ChunkedAttention)
 }
 
 

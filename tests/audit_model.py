@@ -88,7 +88,7 @@ def fixed(kind: str, c: dict, comps: dict, state_fmt: str | None) -> int:
         span = v(t.get("span")) or ratio
         return span * 2 * (span // ratio) * v(t["dim"]) * PLAIN[v(c.get("dtype", "fp32"))]
     conv_t = PLAIN[v(c["dtype"])] if c.get("dtype") else PLAIN[state_fmt] if state_fmt else None
-    if kind in ("mamba", "mamba2", "gated_deltanet", "linear_attention"):
+    if kind in ("mamba", "mamba2", "gated_deltanet", "kda", "linear_attention"):
         ssm_t = PLAIN[v(c["ssm_dtype"])] if c.get("ssm_dtype") else conv_t
         k = v(c.get("conv_kernel", 1))
         if kind == "mamba":
@@ -97,7 +97,7 @@ def fixed(kind: str, c: dict, comps: dict, state_fmt: str | None) -> int:
             inter = v(c.get("intermediate")) or v(c["heads"]) * v(c["head_dim"])
             conv = (k - 1) * (inter + 2 * v(c.get("groups", 1)) * v(c["state_size"]))
             ssm = v(c["heads"]) * v(c["head_dim"]) * v(c["state_size"])
-        elif kind == "gated_deltanet":
+        elif kind in ("gated_deltanet", "kda"):
             conv = (k - 1) * (2 * v(c["k_heads"]) * v(c["k_head_dim"]) + v(c["v_heads"]) * v(c["v_head_dim"]))
             ssm = v(c["v_heads"]) * v(c["v_head_dim"]) * v(c["k_head_dim"])
         else:
@@ -138,7 +138,7 @@ def bytes_per_sequence(path, precision: str, L: int, mtp: bool = False) -> int:
             c = comps[cname]
             kind = c["cache"]
             role = c.get("storage", "kv")
-            if kind in ("state", "compressor_state", "mamba", "mamba2", "gated_deltanet", "linear_attention"):
+            if kind in ("state", "compressor_state", "mamba", "mamba2", "gated_deltanet", "kda", "linear_attention"):
                 total += fixed(kind, c, comps, prec.get("state"))
             else:
                 total += entries(kind, c, L) * per_entry(kind, c, prec[role])

@@ -39,8 +39,13 @@ from ..specs import (
     CompressedMLA,
     CompressorState,
     FullAttention,
+    GatedDeltaNetState,
     IndexerCache,
+    KDAState,
+    Mamba1State,
+    Mamba2State,
     MLALatent,
+    RecurrentState,
     SlidingWindowAttention,
     SlidingWindowMLA,
 )
@@ -71,6 +76,15 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 #: uniproc executors, no pooling, PP = 1 on the V1 runner)
 DEFAULT_ASYNC_SCHEDULING = True
 GIB = 1 << 30
+#: prefix caching is on by default (config/cache.py CacheConfig.enable_prefix_caching), which puts hybrid
+#: models' Mamba-style state in "align" mode (model_executor/models/config.py MambaModelConfig)
+DEFAULT_PREFIX_CACHING = True
+#: v1/attention/backends/gdn_attn.py: FlashInfer's GDN prefill exports mid-prefill states on a 64-token grid
+FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
+#: model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend ("auto"): FlashInfer
+#: on Hopper; on Blackwell when head_k_dim is 128 and the CUDA runtime is 13 or newer; Triton (FLA) elsewhere
+HOPPER_GPUS = ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "h20")
+BLACKWELL_GPUS = ("b200", "gb200", "rtx-5090")
 
 
 def default_max_num_batched_tokens(total_memory_bytes: int | None, device_name: str = "") -> int:
@@ -106,6 +120,8 @@ class Settings:
     async_scheduling: bool = DEFAULT_ASYNC_SCHEDULING  # --async-scheduling / --no-async-scheduling
     indexer_dtype: str = DEFAULT_INDEXER_DTYPE  # --attention-config '{"indexer_kv_dtype": ...}'
     pp: int = 1
+    prefix_caching: bool = DEFAULT_PREFIX_CACHING  # --enable-prefix-caching / --no-enable-prefix-caching
+    gdn_prefill_backend: str = "flashinfer"  # --additional-config '{"gdn_prefill_backend": ...}' ("auto" on Hopper)
 
     @property
     def in_flight(self) -> int:
@@ -126,10 +142,12 @@ class LayerSpec:
     alignment: int  # page padded up to a multiple of this (1: none)
     window: int | None  # sliding window in tokens (None: every token)
     format: str  # storage format of the entries
+    padded_page: int | None = None  # MambaSpec.page_size_padded: the state page padded to the attention page
+    state_blocks: int | None = None  # MambaSpec: blocks a request holds whatever its length
 
     @property
     def entries_per_block(self) -> int:
-        return self.block_size // self.tokens_per_state
+        return 1 if self.state_blocks is not None else self.block_size // self.tokens_per_state
 
     @property
     def real_page_bytes(self) -> int:
@@ -137,12 +155,14 @@ class LayerSpec:
 
     @property
     def page_bytes(self) -> int:
+        if self.padded_page is not None:
+            return self.padded_page
         return -(-self.real_page_bytes // self.alignment) * self.alignment
 
     def key(self) -> tuple:
         """Specs with equal keys merge (KVCacheSpec.merge requires equal fields)."""
         return (self.spec, self.block_size, self.tokens_per_state, self.state_bytes, self.alignment, self.window,
-                self.format)
+                self.format, self.padded_page, self.state_blocks)
 
     def uniform_key(self) -> tuple:
         """Specs with equal keys are one uniform type (UniformTypeKVCacheSpecs.is_uniform_type: equal
@@ -152,7 +172,9 @@ class LayerSpec:
     def blocks_per_request(self, max_model_len: int, in_flight: int) -> int:
         """FullAttentionSpec.max_memory_usage_bytes / page, or SlidingWindowSpec.
         max_admission_blocks_per_request (+1: the window may start mid-block; in_flight: out-of-window
-        blocks are freed only once the tokens in flight are processed)."""
+        blocks are freed only once the tokens in flight are processed), or MambaSpec's fixed count."""
+        if self.state_blocks is not None:
+            return self.state_blocks
         if self.window is None:
             return -(-max_model_len // self.block_size)
         tokens = min(self.window - 1 + in_flight, max_model_len)
@@ -165,6 +187,9 @@ class _Ctx:
     kv: StorageFormat  # the precision's format for the main cache
     block_size: int  # cache_config.block_size
     settings: Settings
+    tp: int = 1
+    state_page: int | None = None  # cache_config.mamba_page_size_padded
+    state_blocks: dict | None = None  # component -> MambaSpec blocks per request
 
     @property
     def v4_alignment(self) -> int:
@@ -216,9 +241,19 @@ def _v4_state(c: CompressorState, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
                      1, slot, ctx.v4_alignment, span, c.dtype)
 
 
+def _state(c: RecurrentState, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
+    # model_executor/layers/mamba/abstract.py MambaBase.get_kv_cache_spec: one page of the layer's whole state,
+    # padded to the attention page (cache_config.mamba_page_size_padded), a fixed number of blocks per request
+    conv, ssm = c.dtypes(fmt)
+    return LayerSpec(layer, c.name, "MambaSpec", "mamba", ctx.block_size, 1, c.fixed_bytes_on_rank(fmt, ctx.tp), 1,
+                     None, conv if conv == ssm else f"{conv}+{ssm}", padded_page=ctx.state_page,
+                     state_blocks=ctx.state_blocks[c.name])
+
+
 #: the cache kind (most specific class first) -> the vLLM layer spec it becomes, and the block sizes its
 #: backend accepts (None: any multiple of the number given)
 _RULES: list[tuple[type, object, tuple[int, ...] | None, int]] = [
+    (RecurrentState, _state, (), 0),  # no attention backend: block size set by the alignment below
     (CompressorState, _v4_state, (), 0),
     (SlidingWindowMLA, _v4_window, (), 0),
     (CompressedMLA, _v4_compressed, (V4_BLOCK,), V4_BLOCK),
@@ -233,6 +268,11 @@ def _rule(comp: CacheSpec):
         raise KvcalcError(
             f"engine vllm: cache kind 'chunked_attention' (component {comp.name}) is not modelled for vLLM "
             f"{VERSION}; use the exact engine"
+        )
+    if comp.kind == "linear_attention":  # MiniMax-Text-01 / M1: vLLM removed them in 0.23
+        raise KvcalcError(
+            f"engine vllm: cache kind 'linear_attention' (component {comp.name}) is not modelled for vLLM "
+            f"{VERSION}, which no longer runs MiniMax-Text-01 / M1 (removed in 0.23); use the exact engine"
         )
     for cls, fn, sizes, preferred in _RULES:
         if isinstance(comp, cls):
@@ -278,15 +318,87 @@ def cache_block_size(comps: list[CacheSpec], requested: int | None) -> int:
     return multiple
 
 
+def default_gdn_prefill_backend(gpu_key: str | None, model=None) -> str:
+    """vLLM's "auto" GDN prefill backend on this GPU (see HOPPER_GPUS): 'flashinfer' or 'triton'. Blackwell
+    needs head_k_dim 128 and CUDA 13 (assumed). Without a GPU: the Hopper answer, like the other defaults."""
+    if gpu_key is None or gpu_key in HOPPER_GPUS:
+        return "flashinfer"
+    if gpu_key in BLACKWELL_GPUS and model is not None:
+        dims = {c.k_head_dim for c in model.components.values() if type(c) is GatedDeltaNetState}
+        return "flashinfer" if dims and dims <= {128} else "triton"
+    return "triton"
+
+
+def _checkpoint_alignment(comp: RecurrentState, settings: Settings) -> int | None:
+    """MambaBase.get_prefill_checkpoint_alignment in align mode: the Qwen gated DeltaNet layer with FlashInfer's
+    prefill exports checkpoints on a 64-token grid; Mamba-1, Mamba-2 and KDA layers declare none."""
+    if type(comp) is GatedDeltaNetState and settings.gdn_prefill_backend == "flashinfer":
+        return FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+    return None
+
+
+def state_blocks(comps: list[RecurrentState], settings: Settings) -> dict[str, int]:
+    """Blocks a request holds in each state component's group (MambaSpec.max_memory_usage_bytes / page):
+    align mode (prefix caching) ``2 + num_prefill_checkpoint_blocks``, else 1 (no speculative decoding).
+    Checkpoint blocks: 1 for Mamba-2 (mamba_mixer2.py get_kv_cache_spec), 1 for the gated DeltaNet when every
+    state layer exports checkpoints (qwen_gdn_linear_attn.py _exports_checkpoints), else 0."""
+    if not settings.prefix_caching:
+        return {c.name: 1 for c in comps}
+    every = all(_checkpoint_alignment(c, settings) is not None for c in comps)
+    out = {}
+    for c in comps:
+        ckpt = 1 if isinstance(c, Mamba2State) or (type(c) is GatedDeltaNetState and every) else 0
+        out[c.name] = 2 + ckpt
+    return out
+
+
+def _align_hybrid(attn: list[CacheSpec], states: list[RecurrentState], precision, settings: Settings,
+                  block: int, tp: int) -> tuple[int, int | None]:
+    """platforms/interface.py _align_hybrid_block_size: the attention block grows until one attention page
+    holds the largest state page, which is then padded to it. Returns (block size, padded state page)."""
+    state_page = max(c.fixed_bytes_on_rank(precision.formats.get(c.storage), tp) for c in states)
+    main = next((c for c in attn if isinstance(c, (FullAttention, MLALatent))), None)
+    if main is None or state_page == 0:
+        return block, None
+    if isinstance(main, FullAttention) and tp > 1:
+        main = replace(main, kv_heads=max(1, main.kv_heads // tp))
+    one_token = main.entry_bytes(precision.formats.get(main.storage))
+    mla = isinstance(main, MLALatent)
+    kernel = max(FLASHMLA_BLOCK if mla else FLASH_ATTENTION_BLOCK, block)
+    backends = math.lcm(*{FLASHMLA_BLOCK if isinstance(c, MLALatent) else FLASH_ATTENTION_BLOCK
+                         for c in attn if isinstance(c, (FullAttention, MLALatent))})
+    if mla:  # TRTLLM / FlashInfer MLA decode kernels: manager blocks a multiple of 128
+        kernel = max(kernel, 128)
+    if settings.prefix_caching:
+        aligns = [_checkpoint_alignment(c, settings) for c in states]
+        kernel = math.lcm(kernel, math.lcm(*aligns) if all(a is not None for a in aligns) else 1)
+    need = kernel * -(-state_page // (kernel * one_token))
+    need = backends * -(-need // backends)
+    block = max(block, need)
+    page = block * one_token
+    return block, (page if page > state_page else None)
+
+
 def layer_specs(model, precision, settings: Settings, mtp: bool = False, kv_heads_divisor: int = 1
                 ) -> tuple[list[LayerSpec], int]:
     """Every layer spec vLLM registers for ``model`` at ``precision``, in layer order, and the cache block
-    size. ``kv_heads_divisor`` applies tensor parallelism to full-attention heads (checked by the caller)."""
+    size. ``kv_heads_divisor`` is the tensor-parallel size: it splits full-attention heads (checked by the
+    caller) and the channels and heads of fixed state."""
     layers = list(model.layers) + (list(model.mtp_layers) if mtp else [])
     used = [model.components[c] for k in dict.fromkeys(layers) for c in model.layer_kinds[k]]
     block = cache_block_size(used, settings.block_size)
     kv = precision.formats.get("kv") or next(iter(precision.formats.values()))
-    ctx = _Ctx(kv=kv, block_size=block, settings=settings)
+    states = [c for c in used if isinstance(c, RecurrentState)]
+    page, blocks = None, None
+    if states:
+        if mtp:
+            raise KvcalcError(f"engine vllm: speculative decoding adds state blocks per draft token "
+                              f"(num_speculative_tokens) to {states[0].name}; not modelled with --mtp")
+        block, page = _align_hybrid([c for c in used if not isinstance(c, RecurrentState)], states, precision,
+                                    settings, block, kv_heads_divisor)
+        blocks = state_blocks(states, settings)
+    ctx = _Ctx(kv=kv, block_size=block, settings=settings, tp=kv_heads_divisor, state_page=page,
+               state_blocks=blocks)
     out = []
     for index, kind in enumerate(layers):
         for cname in model.layer_kinds[kind]:
@@ -294,7 +406,7 @@ def layer_specs(model, precision, settings: Settings, mtp: bool = False, kv_head
             if isinstance(comp, FullAttention) and kv_heads_divisor > 1:
                 comp = replace(comp, kv_heads=max(1, comp.kv_heads // kv_heads_divisor))
             fn, _, _ = _rule(comp)
-            fmt = precision.formats.get(comp.storage) if comp.per_token else None
+            fmt = precision.formats.get(comp.storage) if comp.per_token or isinstance(comp, RecurrentState) else None
             out.append(fn(comp, fmt, ctx, index))
     return out, block
 
