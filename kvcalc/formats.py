@@ -41,7 +41,8 @@ class StorageFormat:
     element: str = ""
     """Encoding of the quantised part: fp32, bf16, fp16, fp8_e4m3, fp8_e5m2 or e2m1."""
     scale_kind: str | None = None
-    """Encoding of a stored scale: fp32, ue8m0 (a power of two, byte = exponent + 127) or e4m3."""
+    """Encoding of a stored scale: fp32, ue8m0 (a power of two, byte = exponent + 127), e4m3, or scale_zero_16
+    (a scale and a zero point, 2 B each in the model dtype: LMDeploy)."""
     order: tuple[str, ...] = ("quant", "scales", "rope")
     """Order of the record's regions (those the format has); padding comes last."""
     split_pages: bool = False
@@ -280,6 +281,18 @@ FORMATS: dict[str, StorageFormat] = {
             )
             for kind, what, bits, element in (("int8", "int8, 1 B", 8, "int8"), ("int4", "int4, 4 bits packed two per "
                                               "byte,", 4, "int4"), ("fp8", "fp8 e4m3, 1 B", 8, "fp8_e4m3"))
+        ),
+        *(
+            StorageFormat(
+                name=f"lmdeploy_{kind}",
+                description=f"{what} per value (asymmetric) + a scale and a zero point in the model dtype (fp16 / "
+                            "bf16: 2 x 2 B) per token, head and K/V side",
+                source=f"LMDeploy --quant-policy {bits} (PyTorch engine): lmdeploy/pytorch/engine/cache_engine.py "
+                       "get_cache_block_size: uint8 K and V blocks (int4 packs head_dim / 2) plus key/value "
+                       "scale_zero blocks of shape (..., heads, 2) in model_config.dtype",
+                value_bits=bits, element=f"u{kind}", scale_bytes=4, scale_kind="scale_zero_16", scale_per_entry=True,
+            )
+            for kind, what, bits in (("int8", "uint8, 1 B", 8), ("int4", "uint4, 4 bits packed two per byte,", 4))
         ),
     )
 }

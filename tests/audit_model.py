@@ -48,6 +48,10 @@ def entry_bytes(fmt: str, dim: int, rope: int = 0) -> int:
         return dim + 4
     if fmt == "int4_per_token_head":
         return dim // 2 + 4
+    if fmt == "lmdeploy_int8":  # uint8 + scale and zero point, 2 B each
+        return dim + 2 * 2
+    if fmt == "lmdeploy_int4":
+        return dim // 2 + 2 * 2
     raise KeyError(f"audit: no formula for format {fmt}")
 
 

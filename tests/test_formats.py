@@ -101,3 +101,29 @@ def test_per_token_head_formats_by_hand():
     # 32 layers x 8 heads x 2 sides x 132 B per token
     assert int(estimate(m, [1000], precision="int8").per_sequence[0]) == 1000 * 32 * 8 * 2 * 132
     assert int(estimate(m, [1000], precision="int4").per_sequence[0]) == 1000 * 32 * 8 * 2 * 68
+
+
+def test_lmdeploy_int_kv_with_zero_points():
+    """LMDeploy's --quant-policy 8 / 4 (PyTorch engine, cache_engine.get_cache_block_size): per token, head and
+    K/V side, uint8 values (int4: head_dim / 2 bytes) plus a scale and a zero point in the model dtype, 2 B each.
+    Llama-3.1-8B (32 layers, 8 KV heads of 128): int8 (128 + 4) and int4 (64 + 4) bytes per head side."""
+    from kvcalc.config import parse_model
+    from kvcalc.estimate import estimate
+    from kvcalc.formats import FORMATS
+
+    assert FORMATS["lmdeploy_int8"].entry_bytes(128) == 128 + 2 * 2
+    assert FORMATS["lmdeploy_int4"].entry_bytes(128) == 64 + 2 * 2
+    assert FORMATS["lmdeploy_int4"].entry_bytes(96) == 48 + 4
+    cfg = {"kvcalc": 1, "name": "l", "default_precision": "q8",
+           "precisions": {"q8": {"kv": "lmdeploy_int8"}, "q4": {"kv": "lmdeploy_int4"}},
+           "components": {"kv": {"cache": "full_attention", "kv_heads": 8, "head_dim": 128}},
+           "layer_kinds": {"g": ["kv"]}, "layers": [{"pattern": ["g"], "layers": 32}]}
+    m = parse_model(cfg, "l.yaml")
+    assert int(estimate(m, [4096], precision="q8").per_sequence[0]) == 4096 * 32 * 8 * 2 * 132
+    assert int(estimate(m, [4096], precision="q4").per_sequence[0]) == 4096 * 32 * 8 * 2 * 68
+    from kvcalc.errors import KvcalcError
+    from kvcalc.plan import plan
+
+    with pytest.raises(KvcalcError, match="lmdeploy_int8 is LMDeploy's KV layout"):
+        plan(m, 4096, precision="q8")
+    assert plan(m, 4096, precision="q8", engine="exact").per_request_bytes == 4096 * 32 * 8 * 2 * 132

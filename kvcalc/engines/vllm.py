@@ -197,6 +197,10 @@ class _Ctx:
 
 
 def _full(c: FullAttention, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
+    if fmt.name.startswith("lmdeploy_"):
+        raise KvcalcError(f"engine vllm: {fmt.name} is LMDeploy's KV layout (scale and zero point per head); vLLM "
+                          f"{VERSION} has no such KV dtype (its int8/int4_per_token_head keep one fp32 scale); use "
+                          "the exact engine")
     window = c.window if isinstance(c, SlidingWindowAttention) else None
     return LayerSpec(layer, c.name, "SlidingWindowSpec" if window else "FullAttentionSpec",
                      "sliding" if window else "full", ctx.block_size, 1, c.entry_bytes(fmt), 1, window, fmt.name)
