@@ -85,9 +85,10 @@ def main() -> int:
                 failures.append(f"{cfg.name}: {str(exc)[:600]}")
         for _ in range(n_api):
             model, context = rng.choice(["llama-3.1-8b", "deepseek-v4-pro", api_value(rng)]), api_value(rng)
+            use_numpy = rng.random() < 0.5  # both vector kinds (kvcalc.vec): numpy arrays and Python ints
             t = time.perf_counter()
             try:
-                e = kvcalc.estimate(model, context)
+                e = kvcalc.estimate(model, context, numpy=use_numpy)
                 seq = np.asarray(e.per_sequence)
                 ok = seq.dtype.kind == "i" and bool((seq >= 0).all()) and all(math.isfinite(float(x)) for x in seq)
                 outcomes["api ok" if ok else "api BAD NUMBERS"] += 1

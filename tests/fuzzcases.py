@@ -21,12 +21,13 @@ FLAGS = ["--context", "-c", "--precision", "-p", "--basis", "--batch", "-b", "--
          "--vs", "--json", "--compact", "--gpu", "--gpus", "--tp", "--pp", "--dp", "--ep", "--kv-memory",
          "--gpu-memory-utilization", "--weights-gib", "--reserve-gib", "--block-size", "--max-num-batched-tokens",
          "--concurrency", "--engine", "--indexer-dtype", "--points", "--format", "--hf", "--file", "--model",
-         "--precision-b", "--help", "--bogus"]
+         "--precision-b", "--help", "--bogus", "--prefix-caching", "--no-prefix-caching", "--gdn-prefill-backend"]
 VALUES = ["1M", "128k", "0", "-1", "1.5M", "1e9", "nan", "inf", "9" * 60, "", " ", "1,2,3", "1k..1M", "4k..1k",
           "1k..8k:1k", "bf16", "fp8", "all", "article", "complete", "h200", "b200", "nope", "vllm", "exact",
           "deepseek-v4-pro", "deepseek-v3.2", "llama-3.1-8b", "qwen3-next-80b-a3b", "gemma-3-27b", "a" * 300,
           "/dev/null", "/", "/tmp", "configs/llama-3.1-8b.yaml", "tests/fixtures/hf/kimi-k2.json", "\u00e9\u00e8",
-          "1_048_576", "0x10", "40GiB", "1.0", "0.5", "2", "8", "3", "mxfp4", "json", "csv", "\x7f", "--", "-"]
+          "1_048_576", "0x10", "40GiB", "1.0", "0.5", "2", "8", "3", "mxfp4", "json", "csv", "\x7f", "--", "-",
+          "flashinfer", "triton", "nemotron-h-56b", "minimax-m1", "qwen3.5-9b", "deepseek-v2-lite", "fp32-state"]
 OUTCOMES = {"ok", "rejected", "verdict"}
 
 

@@ -48,10 +48,10 @@ def test_mutated_configs(tmp_path_factory, config, choice, value):
                  st.integers(), st.binary(max_size=4), st.lists(st.integers(), max_size=2)),
        st.one_of(st.integers(-5, 1 << 40), st.floats(allow_nan=True), st.none(), st.text(max_size=5),
                  st.lists(st.one_of(st.integers(-2, 1 << 33), st.booleans(), st.floats()), max_size=4),
-                 st.binary(max_size=4)))
-def test_api_calls(model, context):
+                 st.binary(max_size=4)), st.booleans())
+def test_api_calls(model, context, use_numpy):
     try:
-        e = kvcalc.estimate(model, context)
+        e = kvcalc.estimate(model, context, numpy=use_numpy)
     except kvcalc.KvcalcError as exc:
         assert "\n" not in str(exc)
         return
