@@ -117,7 +117,7 @@ def estimate(
     mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s) (speculative decoding on)."),
     by_layer: bool = typer.Option(False, "--by-layer", help="One row per layer instead of per layer kind."),
     vs: Optional[str] = typer.Option(None, "--vs", help="Reference model for the ratio column."),
-    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
+    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json, a folder holding one, or a hub id org/name (fetched by huggingface_hub when installed) instead of MODEL."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON: a list, one object per model, precision and context."),
     compact: bool = typer.Option(False, "--compact", help="With --json: one object per model and precision, contexts "
                                  "as columns, bytes per layer kind instead of per layer (fast for many contexts)."),
@@ -190,7 +190,7 @@ def compare(
 @_command()
 def capacity(
     model: Optional[str] = typer.Argument(None, metavar="MODEL", show_default=False),
-    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
+    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json, a folder holding one, or a hub id org/name (fetched by huggingface_hub when installed) instead of MODEL."),
     context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: 1M, or with --concurrency the model's max_context)."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
     engine: str = typer.Option("vllm", "--engine", help="vllm (paged, as vLLM plans it) or exact (no paging)."),
@@ -280,7 +280,7 @@ def capacity(
 @_command()
 def verify(
     model: Optional[str] = typer.Argument(None, metavar="MODEL", show_default=False),
-    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
+    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json, a folder holding one, or a hub id org/name (fetched by huggingface_hub when installed) instead of MODEL."),
     context: str = typer.Option("128k", "--context", "-c", help="max_model_len in tokens."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
     engine: str = typer.Option("vllm", "--engine", help="vllm (the engine's block pool is what gets allocated)."),
@@ -331,11 +331,15 @@ def verify(
 
 
 def _hf_path(hf: str) -> str:
-    """--hf names a config.json or a folder holding one; load_model imports either."""
-    p = Path(hf)
-    if not (hf.endswith(".json") or (p.is_dir() and (p / "config.json").is_file())):
-        raise KvcalcError(f"--hf: {hf!r} is neither a config.json nor a folder holding one")
-    return hf
+    """--hf names a config.json, a folder holding one, or a hub id org/name (fetched by huggingface_hub when
+    it is installed); load_model imports the file."""
+    from .importhf import locate
+
+    path = locate(hf)
+    p = Path(path)
+    if not (path.endswith(".json") or (p.is_dir() and (p / "config.json").is_file())):
+        raise KvcalcError(f"--hf: {hf[:200]!r} is neither a config.json nor a folder holding one")
+    return path
 
 
 def _one_model(model: Optional[str], hf: Optional[str]) -> str:
@@ -346,16 +350,16 @@ def _one_model(model: Optional[str], hf: Optional[str]) -> str:
 
 @_command("import-hf")
 def import_hf(
-    config: str = typer.Argument(..., metavar="CONFIG", help="A Hugging Face config.json, or a folder holding one."),
+    config: str = typer.Argument(..., metavar="CONFIG", help="A Hugging Face config.json, a folder holding one, or a hub id org/name (needs huggingface_hub and the network, or its cache)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the YAML here (atomically); default: stdout."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name (default: the output file's stem, else the config's)."),
     as_json: bool = typer.Option(False, "--json", help="Print the config as JSON ({output, config}) instead of YAML."),
 ) -> None:
     """Turn a Hugging Face config.json into a kvcalc model config, every value citing its field."""
     from .config import parse_model
-    from .importhf import import_config, read_config, to_yaml
+    from .importhf import import_config, locate, read_config, to_yaml
 
-    data, file = read_config(config)
+    data, file = read_config(locate(config, "CONFIG"))
     if name is None and output:
         name = Path(output).stem
     cfg = import_config(data, file, name)
@@ -548,7 +552,7 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
 @_command()
 def show(
     model: Optional[str] = typer.Argument(None, metavar="MODEL", show_default=False),
-    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json (or a folder holding one) instead of MODEL."),
+    hf: Optional[str] = typer.Option(None, "--hf", help="A Hugging Face config.json, a folder holding one, or a hub id org/name (fetched by huggingface_hub when installed) instead of MODEL."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show a model's resolved layout: components, formats per precision, layer by layer, with sources."""

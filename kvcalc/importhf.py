@@ -55,6 +55,31 @@ def _fail(msg: str) -> KvcalcError:
     return KvcalcError(msg, param="config")
 
 
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def locate(arg: str, flag: str = "--hf") -> str:
+    """A local config.json (or a folder holding one) as given; else a Hugging Face hub id ``org/name``, whose
+    config.json ``huggingface_hub`` fetches (from its cache, or online) when it is installed. Only here does
+    kvcalc ever touch the network, and only when asked with a hub id."""
+    p = Path(arg)
+    if arg.endswith(".json") or p.is_dir() or p.exists():
+        return arg
+    if not _HUB_ID.match(arg):
+        raise _fail(f"{flag}: {arg[:200]!r} is neither a config.json, a folder holding one, nor a hub id org/name")
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise _fail(f"{flag}: {arg!r} is not a local file; fetching a hub id needs huggingface_hub "
+                    "(pip install huggingface_hub), or download its config.json and pass the file") from None
+    try:
+        return str(hf_hub_download(repo_id=arg, filename="config.json"))
+    except Exception as exc:  # offline, gated or missing repo: any failure of the fetch is one line
+        detail = " ".join(str(exc).split())[:160]
+        raise _fail(f"{flag}: cannot fetch config.json of {arg!r} from the Hugging Face hub "
+                    f"({type(exc).__name__}: {detail})") from None
+
+
 def read_config(path: str | Path) -> tuple[dict, str]:
     """A config.json (or a directory holding one) as a dict. Real files carry ``Infinity`` / ``NaN``; the
     JSON reader accepts them."""
@@ -122,9 +147,12 @@ def model_type(fields: _Fields) -> str:
 
 
 def _name_for(fields: _Fields, name: str | None) -> str:
-    if name is None:  # the checkpoint's own name, else the file's (a folder's for config.json)
+    if name is None:  # the checkpoint's own name, else the hub cache's repo, else the file's (a folder's)
         f = Path(fields.file)
-        raw = fields.top.get("_name_or_path") or (f.parent.name if f.name == "config.json" else f.stem) or "imported"
+        hub = f.parent.parent.parent.name if f.parent.parent.name == "snapshots" else ""
+        repo = hub.split("--")[-1] if hub.startswith("models--") else ""  # models--Org--Name/snapshots/<sha>/
+        raw = (fields.top.get("_name_or_path") or repo or (f.parent.name if f.name == "config.json" else f.stem)
+               or "imported")
         name = str(raw).rstrip("/").split("/")[-1].lower()
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "imported-model"
     if not _NAME_OK.match(name):

@@ -384,3 +384,43 @@ def test_kimi_linear_kda_and_mla(tmp_path):
 def test_kimi_linear_fails_closed(tmp_path, patch, fragment):
     with pytest.raises(KvcalcError, match=fragment):
         _load(tmp_path, dict(KIMI_LINEAR, **patch))
+
+
+def test_hub_id_through_huggingface_hub_without_the_network(cli, monkeypatch, tmp_path):
+    """--hf org/name and `import-hf org/name` ask huggingface_hub for the repo's config.json. A stand-in module
+    serves a fixture here, so no test touches the network; the real one reads its cache or downloads."""
+    import sys
+    import types
+
+    calls = []
+    fake = types.ModuleType("huggingface_hub")
+
+    def hf_hub_download(repo_id, filename):
+        calls.append((repo_id, filename))
+        if repo_id == "Qwen/Qwen3-8B":
+            return str(HF / "qwen3-8b.json")
+        raise OSError("We couldn't connect to 'https://huggingface.co' (offline)")
+
+    fake.hf_hub_download = hf_hub_download
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    r = cli("estimate", "--hf", "Qwen/Qwen3-8B", "-c", "4k", "--json", "--compact")
+    assert r.code == 0, r.err
+    assert r.json()[0]["per_sequence_bytes"] == [36 * 4096 * 2 * 8 * 128 * 2]  # qwen3-8b, as from the file
+    assert calls == [("Qwen/Qwen3-8B", "config.json")]
+    assert cli("import-hf", "Qwen/Qwen3-8B", "--json").json()["config"]["components"]["full"]["head_dim"]["value"] == 128
+    r = cli("estimate", "--hf", "nobody/missing", "-c", "4k")
+    assert r.code == 2 and r.err.count("\n") == 1
+    assert "cannot fetch config.json of 'nobody/missing' from the Hugging Face hub (OSError: We couldn't" in r.err
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # not installed
+    r = cli("import-hf", "Qwen/Qwen3-8B")
+    assert r.code == 2 and "fetching a hub id needs huggingface_hub" in r.err
+    r = cli("estimate", "--hf", "not a hub id!")
+    assert r.code == 2 and "is neither a config.json, a folder holding one, nor a hub id" in r.err
+
+
+def test_name_from_the_hub_cache_layout(tmp_path):
+    # huggingface_hub keeps files at models--Org--Name/snapshots/<commit>/config.json: the name is the repo's
+    snap = tmp_path / "models--Qwen--Qwen3-8B" / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text((HF / "qwen3-8b.json").read_text())
+    assert load_hf(snap / "config.json").name == "qwen3-8b"
