@@ -424,3 +424,14 @@ def test_name_from_the_hub_cache_layout(tmp_path):
     snap.mkdir(parents=True)
     (snap / "config.json").write_text((HF / "qwen3-8b.json").read_text())
     assert load_hf(snap / "config.json").name == "qwen3-8b"
+
+
+def test_llama4_scout_from_the_trimmed_copy():
+    # aiconfigurator's copy of Llama-4-Scout (trimmed, SOURCES.md): 48 layers, every 4th global (NoPE), the other
+    # 36 chunked over 8,192 tokens; 8 KV heads of 128: 4,096 B per token per layer in bf16. At 1M tokens the
+    # chunk holding the last token is full: 1,048,576 - 8,192 x floor(1,048,575 / 8,192) = 8,192 tokens
+    spec = load_hf(HF / "llama-4-scout.json")
+    assert spec.layers.count("chunked") == 36 and spec.layers[3] == "global"
+    assert _bytes("llama-4-scout", ctx=1 << 20) == 36 * 8192 * 4096 + 12 * (1 << 20) * 4096
+    # one token into a new chunk: 1M + 1 tokens keep 1 in every chunked layer
+    assert _bytes("llama-4-scout", ctx=(1 << 20) + 1) == 36 * 1 * 4096 + 12 * ((1 << 20) + 1) * 4096
