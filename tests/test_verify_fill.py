@@ -167,3 +167,21 @@ def test_two_ranks_with_gloo():
     # MLA caches are replicated: each rank holds the whole single-rank pool (135 blocks of 1,002,240 B)
     assert [x["planned_bytes"] for x in out["ranks"]] == [135 * 1002240] * 2
     assert out["planned_bytes"] == 2 * 135 * 1002240 and out["verdict"] == "pass"
+
+
+def test_v32_rows_use_vllms_own_arithmetic(tmp_path):
+    # vLLM's V3.2 writers quantise fp32 rows directly and take ceil(log2(scale)) in fp32: the fill writes the
+    # latent as fp8_ds_mla_fp32log2 and the indexer key as fp8_indexer_v32_fp32log2 (kernels/README.md)
+    import json
+
+    from kvcalc.cli import main
+
+    out = tmp_path / "r.json"
+    try:
+        main(["verify", "deepseek-v3.2", "-p", "fp8", "-c", "256", "--fill", "full", "--writer", "torch",
+              "--report", str(out)])
+    except SystemExit as exc:
+        assert exc.code in (0, None)
+    d = json.loads(out.read_text())
+    assert d["fill_info"]["formats"] == {"latent": "fp8_ds_mla_fp32log2", "indexer": "fp8_indexer_v32_fp32log2"}
+    assert d["verdict"] == "pass"

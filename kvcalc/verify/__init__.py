@@ -251,6 +251,7 @@ def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", w
                 bar.close()
             counts = _add(counts, _count(torch, buf, tensors, ranges, p, _counter(torch, SENTINEL, equal=True)))
             fill_info = {"writer": w.name, "chunk_tokens": chunk, "jobs": len(job.jobs),
+                         "formats": {j.component: j.fmt for j in job.jobs},  # the vLLM writer rule each used
                          "layers": "every layer" if fill == "full" else "first and last layer of each page tensor",
                          "tokens_per_pass": job.total_tokens}
         else:  # nothing was written: the whole-buffer count says so (per-group counts would all be 0)

@@ -99,6 +99,12 @@ class Job:
     extra: dict = field(default_factory=dict)
 
 
+#: the rules of vLLM's V3.2 writer paths for the plan's row formats (kernels/README.md): the latent by
+#: fused_norm_rope and the indexer key by _fp8_quant_and_cache_write, both from fp32 with the exponent
+#: ceil(log2(scale)) taken in fp32
+_V32_WRITERS = {"fp8_ds_mla": "fp8_ds_mla_fp32log2", "fp8_indexer": "fp8_indexer_v32_fp32log2"}
+
+
 def classify(model, page_component: str) -> str:
     comp = model.components[page_component]
     if isinstance(comp, CompressorState):
@@ -324,6 +330,8 @@ class Fill:
         fmt = page.format
         if kind == "compressed" and isinstance(comp, CompressedMLA) and fmt == "fp8_ds_mla_v4" and comp.dim == 512:
             fmt = "fp8_ds_mla_v4_cutedsl"  # vLLM on NVIDIA compresses 512-wide entries with CuTeDSL (scale floor)
+        elif kind == "rows" and fmt in _V32_WRITERS and ratio_of(comp) == 1:
+            fmt = _V32_WRITERS[fmt]  # V3.2's writers: fp32 rows quantised directly, ceil(log2(scale)) in fp32
         return Job(request=r, group=t.group, component=t.component, comp=comp, kind=kind, layer=layer,
                    layer_pos=i, fmt=fmt, block_size=page.entries_per_block, table=self.tables[(r, t.group)],
                    cyclic=g.kind.startswith("window"), tensor=t,
