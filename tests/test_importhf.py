@@ -435,3 +435,61 @@ def test_llama4_scout_from_the_trimmed_copy():
     assert _bytes("llama-4-scout", ctx=1 << 20) == 36 * 8192 * 4096 + 12 * (1 << 20) * 4096
     # one token into a new chunk: 1M + 1 tokens keep 1 in every chunked layer
     assert _bytes("llama-4-scout", ctx=(1 << 20) + 1) == 36 * 1 * 4096 + 12 * ((1 << 20) + 1) * 4096
+
+
+GEMMA2_9B = {  # the published architecture fields of google/gemma-2-9b (written here by hand, no verbatim file)
+    "model_type": "gemma2", "num_hidden_layers": 42, "num_attention_heads": 16, "num_key_value_heads": 8,
+    "head_dim": 256, "hidden_size": 3584, "sliding_window": 4096, "max_position_embeddings": 8192,
+    "query_pre_attn_scalar": 256, "torch_dtype": "float32"}
+
+
+def test_gemma2_alternating_local_and_global(tmp_path):
+    # Gemma 2 states no layer types: transformers' Gemma2Config makes even layers (0, 2, ...) sliding over
+    # 4,096 tokens and odd layers global. 8 KV heads x 256 x (K + V) x 2 B = 8,192 B per token per layer (bf16;
+    # the float32 checkpoint dtype is not an fp16 one, so bf16 is the default precision)
+    spec = _load(tmp_path, GEMMA2_9B)
+    assert spec.layers[:2] == ("local", "global") and spec.layers.count("local") == 21
+    assert spec.default_precision == "bf16"
+    assert int(estimate(spec, [8192]).per_sequence[0]) == 21 * 8192 * 8192 + 21 * 4096 * 8192
+    assert int(estimate(spec, [1000]).per_sequence[0]) == 42 * 1000 * 8192
+
+
+SYNTHETIC = {  # the in-test configs of the families without a fixture file, for the YAML round trip
+    "gemma-2-9b": GEMMA2_9B,
+    "kimi-linear": KIMI_LINEAR,
+    "jamba-v0.1": {"model_type": "jamba", "num_hidden_layers": 32, "attn_layer_period": 8, "attn_layer_offset": 4,
+                   "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "mamba_d_state": 16,
+                   "mamba_d_conv": 4, "mamba_expand": 2},
+    "falcon-h1": {"model_type": "falcon_h1", "num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 8,
+                  "num_key_value_heads": 2, "head_dim": 128, "mamba_d_ssm": 1536, "mamba_n_heads": 24,
+                  "mamba_d_head": 64, "mamba_d_state": 256, "mamba_n_groups": 1, "mamba_d_conv": 4},
+    "mistral-7b-v0.1": {"model_type": "mistral", "num_hidden_layers": 32, "num_attention_heads": 32,
+                        "num_key_value_heads": 8, "hidden_size": 4096, "sliding_window": 4096,
+                        "max_position_embeddings": 32768},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYNTHETIC))
+def test_round_trip_of_the_in_test_configs(name, cli, tmp_path):
+    """import-hf -> YAML -> estimate equals estimate --hf for the families tested on written-out fields."""
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps(SYNTHETIC[name]))
+    out = tmp_path / f"{name}.yaml"
+    r = cli("import-hf", str(src), "-o", str(out))
+    assert r.code == 0, r.err
+    a, b = load_model(str(out)), load_hf(src)
+    ctx = [1, 100, 4096, 1 << 17, 1 << 20]
+    for prec in b.precisions:
+        assert np.array_equal(estimate(a, ctx, precision=prec).per_sequence,
+                              estimate(b, ctx, precision=prec).per_sequence), prec
+
+
+def test_mistral_v01_sliding_window():
+    # Mistral-7B-v0.1: sliding_window 4,096 in every layer; 8 KV heads of 4,096 / 32 = 128: 4,096 B per token
+    spec = import_config(SYNTHETIC["mistral-7b-v0.1"])
+    assert spec["components"]["sliding"]["window"]["value"] == 4096
+    from kvcalc.config import parse_model
+
+    m = parse_model(spec, "mistral.json")
+    assert int(estimate(m, [32768]).per_sequence[0]) == 32 * 4096 * 4096  # the window caps it at 4,096 tokens
+    assert int(estimate(m, [1000]).per_sequence[0]) == 32 * 1000 * 4096
