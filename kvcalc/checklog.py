@@ -11,6 +11,10 @@ Lines read (vLLM 0.33 wording; older versions' separate lines too):
 * ``GPU KV cache size: N tokens, Maximum concurrency for L tokens per request: C.CCx``
   (v1/core/kv_cache_utils.py ``update_kv_cache_capacity``; one line since 2025, two lines before)
 * ``# GPU blocks: N`` (V1 logs of early 2025)
+* hybrids with Mamba-style state: ``Setting attention block size to N tokens ...`` and ``Padding mamba page
+  size by P% ...`` (platforms/interface.py ``_align_hybrid_block_size``), ``enable_prefix_caching=...`` (the
+  config line) and ``Using X GDN prefill kernel`` (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py),
+  which set the plan's prefix caching and GDN prefill backend
 
 The log rounds the pool to 0.01 GiB, so kvcalc turns that figure into the range of pools it can stand for
 and reports the range of block counts, token counts and concurrencies that range gives; a logged figure
@@ -44,9 +48,14 @@ _PATTERNS = {
     "concurrency": re.compile(r"tokens per request: ([\d.]+)x"),
     "gpu_blocks": re.compile(r"# GPU blocks: (\d+)"),
     "block_size": re.compile(r"\bblock_size=(\d+)"),
+    "prefix_caching": re.compile(r"\benable_prefix_caching=(True|False)"),
+    "gdn_backend": re.compile(r"Using (FlashInfer|Triton/FLA|CuteDSL|AITER FlyDSL|SYCL|CPU) GDN prefill kernel"),
+    "attn_block_size": re.compile(r"Setting attention block size to (\d+) tokens"),
+    "mamba_padding_pct": re.compile(r"Padding mamba page size by ([\d.]+)%"),
 }
 _INTS = {"max_model_len", "tp", "pp", "max_num_batched_tokens", "cache_tokens", "concurrency_context",
-         "gpu_blocks", "block_size"}
+         "gpu_blocks", "block_size", "attn_block_size"}
+_FLOATS = {"available_gib", "concurrency", "mamba_padding_pct"}
 
 
 @dataclass
@@ -67,8 +76,7 @@ def parse_log(text: str) -> LogFacts:
                 continue
             raw = m.group(1)
             try:
-                val = int(raw.replace(",", "")) if key in _INTS else (float(raw) if key in ("available_gib", "concurrency")
-                                                                       else raw)
+                val = int(raw.replace(",", "")) if key in _INTS else (float(raw) if key in _FLOATS else raw)
             except ValueError:
                 continue
             if isinstance(val, float) and not math.isfinite(val):
@@ -138,7 +146,12 @@ def check_log(text: str, source: str = "log", *, model=None, precision: str | No
                           param="precision")
     mnbt = max_num_batched_tokens or v.get("max_num_batched_tokens") or 8192
     bs = block_size or v.get("block_size")
-    settings = V.Settings(max_num_batched_tokens=mnbt, async_scheduling=async_scheduling, block_size=bs)
+    hybrid = {}
+    if "prefix_caching" in v:
+        hybrid["prefix_caching"] = v["prefix_caching"] == "True"
+    if "gdn_backend" in v:  # only FlashInfer's prefill exports checkpoints; the others plan alike
+        hybrid["gdn_prefill_backend"] = "flashinfer" if v["gdn_backend"] == "FlashInfer" else "triton"
+    settings = V.Settings(max_num_batched_tokens=mnbt, async_scheduling=async_scheduling, block_size=bs, **hybrid)
     tp = v.get("tp", 1)
     p = plan(spec, context, precision=prec, settings=settings, tp=tp)
     bpr = p.blocks_per_request
@@ -146,6 +159,17 @@ def check_log(text: str, source: str = "log", *, model=None, precision: str | No
     ln = facts.lines.get
     rows.append(Row("max_model_len", f"{context:,}", f"{p.context:,}", None, ln("max_model_len")))
     rows.append(Row("blocks per request", "-", f"{bpr:,} ({p.bytes_per_block:,} B each)", None))
+    state = [pg for g in p.groups if g.kind == "state" for pg in g.pages]
+    if "attn_block_size" in v:
+        n = v["attn_block_size"]
+        rows.append(Row("attention block size (hybrid)", f"{n:,} tokens", f"{p.settings['block_size']:,} tokens",
+                        n == p.settings["block_size"], ln("attn_block_size")))
+    if "mamba_padding_pct" in v and state:
+        real, padded = state[0].real_page_bytes, state[0].page_bytes
+        pct = 100 * (padded - real) / real
+        rows.append(Row("state page padding", f"{v['mamba_padding_pct']:.2f}%",
+                        f"{pct:.2f}% ({real:,} -> {padded:,} B)", f"{pct:.2f}" == f"{v['mamba_padding_pct']:.2f}",
+                        ln("mamba_padding_pct")))
 
     blocks_lo = blocks_hi = None
     if "available_gib" in v:
@@ -203,7 +227,7 @@ def check_log(text: str, source: str = "log", *, model=None, precision: str | No
         "precision": prec,
         "context_tokens": context,
         "settings": {"max_num_batched_tokens": mnbt, "async_scheduling": async_scheduling, "tp": tp,
-                     "block_size": bs},
+                     "block_size": bs, **hybrid},
         "parsed": v,
         "rows": [r.__dict__ for r in rows],
         "notes": notes,

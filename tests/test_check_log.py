@@ -64,3 +64,25 @@ def test_refusals(cli, tmp_path):
     assert r.code == 2 and r.err.startswith("kvcalc: error: FILE: cannot read")
     r = cli("check-log", str(LOGS / "pr13596-llama-3.1-8b.log"), "-m", "llama-3.1-8b")
     assert r.code == 2 and r.err.startswith("kvcalc: error: --precision: the log's kv_cache_dtype")
+
+
+def test_hybrid_log_block_size_padding_and_pool(cli, tmp_path):
+    # a hand-written vLLM 0.33 log of Qwen3-Next (its header works every figure out): 576-token attention
+    # blocks, state pages padded by 7.46%, 1,516 .. 1,517 blocks of 14,155,776 B, 465 per request
+    log = LOGS / "synthetic-0.33-qwen3-next.log"
+    r = cli("check-log", str(log), "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    rows = {row["figure"]: row for row in d["rows"]}
+    assert rows["attention block size (hybrid)"]["agrees"] is True
+    assert rows["state page padding"]["agrees"] is True and "1,097,728 -> 1,179,648 B" in rows["state page padding"]["kvcalc"]
+    assert d["settings"]["prefix_caching"] is True and d["settings"]["gdn_prefill_backend"] == "flashinfer"
+    assert d["verdict"] == "agrees"
+    # the same log claiming Triton's GDN prefill: no 64-token checkpoint grid, so kvcalc plans 544-token blocks
+    # (16 x ceil(1,097,728 / 32,768)) and the logged 576 no longer agrees
+    wrong = tmp_path / "triton.log"
+    wrong.write_text(log.read_text().replace("Using FlashInfer GDN", "Using Triton/FLA GDN"))
+    r = cli("check-log", str(wrong), "--json")
+    assert r.code == 1
+    rows = {row["figure"]: row for row in r.json()["rows"]}
+    assert rows["attention block size (hybrid)"]["kvcalc"] == "544 tokens" and rows["attention block size (hybrid)"]["agrees"] is False
