@@ -23,6 +23,10 @@ What vLLM does, in the order this module follows it:
    = int(concurrency * L)`` tokens (``v1/core/kv_cache_utils.py::get_max_concurrency_for_kv_cache_config``,
    ``update_kv_cache_capacity``). The start-up check needs ``bytes_per_block * blocks per request`` to fit in
    ``available - bytes_per_block`` (``kv_cache_planning.py::_check_enough_kv_cache_memory``).
+6. Hybrids with Mamba-style state (``MambaSpec``): the attention block grows until one attention page holds
+   a state page, and the state page is padded to it (``platforms/interface.py::_align_hybrid_block_size``);
+   a request holds a fixed number of state blocks per group: 2 running blocks plus checkpoint blocks with
+   prefix caching (``mamba_cache_mode`` align), 1 without (``MambaSpec.max_memory_usage_bytes``).
 
 Nothing here branches on a model's name: each kvcalc cache kind maps to the layer specs vLLM builds for it.
 """
@@ -41,8 +45,6 @@ from ..specs import (
     FullAttention,
     GatedDeltaNetState,
     IndexerCache,
-    KDAState,
-    Mamba1State,
     Mamba2State,
     MLALatent,
     RecurrentState,
