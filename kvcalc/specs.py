@@ -369,7 +369,7 @@ class RecurrentState(CacheSpec):
         if tp == 1:
             return self.conv_values(), self.ssm_values()
         conv_channels, ssm_heads = self._sharded()
-        for what, n in (("conv channels", conv_channels), ("heads", ssm_heads)):
+        for what, n in (("conv channels", conv_channels), ("recurrent heads (or channels)", ssm_heads)):
             if n % tp:
                 raise KvcalcError(f"tp: {tp} ranks cannot split the {n} {what} of component {self.name} "
                                   "(vLLM shards them evenly)", param="tp")

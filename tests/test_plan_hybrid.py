@@ -111,3 +111,20 @@ def test_what_the_vllm_engine_still_refuses():
         plan("minimax-m1", 8192)
     with pytest.raises(KvcalcError, match="speculative decoding adds state blocks"):
         plan("qwen3.5-9b", 8192, mtp=True)
+
+
+def test_mamba2_groups_replicated_across_ranks():
+    # vLLM's mamba2_state_shape: n_groups that do not divide by tp grow to tp (extra_groups_for_head_shards).
+    # Falcon-H1-0.5B-like mixer: d_ssm 1,536, 24 heads x 64, d_state 256, 1 group, conv 4. At tp 2 the groups
+    # become 2: conv channels 1,536 + 2 x 2 x 256 = 2,560, half per rank: 3 x 1,280 = 3,840 values; SSM
+    # 12 x 64 x 256 = 196,608 values; bf16: (3,840 + 196,608) x 2 = 400,896 B. At tp 1: conv 3 x (1,536 + 512)
+    # = 6,144 and SSM 393,216 values: 798,720 B.
+    from kvcalc.formats import get_format
+    from kvcalc.specs import Mamba2State
+
+    m = Mamba2State(name="m", heads=24, head_dim=64, state_size=256, groups=1, conv_kernel=4, intermediate=1536)
+    bf16 = get_format("bf16")
+    assert m.fixed_bytes_on_rank(bf16, 1) == 798_720 == m.fixed_bytes(bf16)
+    assert m.fixed_bytes_on_rank(bf16, 2) == 400_896
+    with pytest.raises(KvcalcError, match="cannot split the 24 recurrent heads"):
+        m.fixed_bytes_on_rank(bf16, 16)
