@@ -109,8 +109,15 @@ class Estimate:
     def formats_text(self) -> str:
         """'kv: fp8_ds_mla_v4 (584 B/entry); indexer: fp4_indexer (68 B/entry); state: fp32'."""
         sizes = self.entry_sizes()
+        # fixed state that keeps its own dtype (a stated dtype / ssm_dtype) says so beside its role's format
+        own = {}
+        for c in (c for layer in self.layers for c in layer.components if not c.entry_bytes and c.fixed_bytes):
+            fmt = self.model.precisions[self.precision].formats.get(c.storage)
+            if fmt is not None and c.format != fmt.name:
+                own.setdefault(c.storage, {})[c.name] = c.format
         parts = [
             f"{role}: {fmt.name}" + (f" ({'/'.join(f'{b:,}' for b in sizes[role])} B/entry)" if role in sizes else "")
+            + (f" ({'; '.join(f'{n}: {f}' for n, f in own[role].items())})" if role in own else "")
             for role, fmt in self.model.precisions[self.precision].formats.items()
         ]
         roles = self.model.precisions[self.precision].formats

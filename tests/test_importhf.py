@@ -493,3 +493,11 @@ def test_mistral_v01_sliding_window():
     m = parse_model(spec, "mistral.json")
     assert int(estimate(m, [32768]).per_sequence[0]) == 32 * 4096 * 4096  # the window caps it at 4,096 tokens
     assert int(estimate(m, [1000]).per_sequence[0]) == 32 * 1000 * 4096
+
+
+def test_storage_line_names_state_with_its_own_dtype(tmp_path):
+    # KDA keeps its recurrent state in fp32 whatever the precision's state role says (bf16): the Storage line
+    # says so, since the narrow layout drops the format column
+    spec = _load(tmp_path, KIMI_LINEAR)
+    e = estimate(spec, [4096])
+    assert e.formats_text() == "kv: bf16 (1,152 B/entry); state: bf16 (kda: bf16 conv + fp32 ssm)"
