@@ -32,6 +32,7 @@ ZOO = {
     # MiniMax's GitHub repository, not a Hub page: the 40k and 80k Hub models share this architecture
     "minimax-m1": ("minimax-m1", "https://github.com/MiniMax-AI/MiniMax-M1/blob/2abb4f45a9df4154b4bde024d51874bd127edcee/config.json"),
     "deepseek-v2-lite": ("deepseek-v2-lite", "deepseek-ai/DeepSeek-V2-Lite"),
+    "gemma-2-9b-it": ("gemma-2-9b", "google/gemma-2-9b-it"),
     "llama-4-scout": ("llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct"),  # aiconfigurator's trimmed copy
 }
 

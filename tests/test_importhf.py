@@ -501,3 +501,11 @@ def test_storage_line_names_state_with_its_own_dtype(tmp_path):
     spec = _load(tmp_path, KIMI_LINEAR)
     e = estimate(spec, [4096])
     assert e.formats_text() == "kv: bf16 (1,152 B/entry); state: bf16 (kda: bf16 conv + fp32 ssm)"
+
+
+def test_gemma2_9b_it_verbatim():
+    # google/gemma-2-9b-it (verbatim, an early revision): even layers slide over 4,096 tokens, odd layers are
+    # global (transformers Gemma2Config; the file states no layer types); 8 KV heads x 256 x 2 x 2 B = 8,192 B
+    # per token per layer, bf16 as the checkpoint
+    assert _bytes("gemma-2-9b-it", ctx=8192) == 21 * 8192 * 8192 + 21 * 4096 * 8192
+    assert load_model("gemma-2-9b").layers[:2] == ("local", "global")
