@@ -33,6 +33,7 @@ ZOO = {
     "minimax-m1": ("minimax-m1", "https://github.com/MiniMax-AI/MiniMax-M1/blob/2abb4f45a9df4154b4bde024d51874bd127edcee/config.json"),
     "deepseek-v2-lite": ("deepseek-v2-lite", "deepseek-ai/DeepSeek-V2-Lite"),
     "gemma-2-9b-it": ("gemma-2-9b", "google/gemma-2-9b-it"),
+    "qwen2.5-7b": ("qwen2.5-7b", "Qwen/Qwen2.5-7B-Instruct"),
     "llama-4-scout": ("llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct"),  # aiconfigurator's trimmed copy
 }
 

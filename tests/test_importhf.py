@@ -26,6 +26,7 @@ def _bytes(name, ctx=K, precision="bf16", mtp=False):
     ("mixtral-8x7b", 32, 8, 4096 // 32),   # sliding_window null: every layer full
     ("qwen3-8b", 36, 8, 128),              # head_dim stated (128, not 4096 / 32)
     ("qwen3-30b-a3b", 48, 4, 128),         # head_dim 128 stated, hidden_size / heads would give 64
+    ("qwen2.5-7b", 28, 4, 3584 // 28),     # sliding_window stated but use_sliding_window false: every layer full
 ])
 def test_gqa_families(name, layers, kv_heads, head_dim):
     # K and V, 2 B each in bf16, for every token in every layer
