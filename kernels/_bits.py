@@ -35,8 +35,8 @@ def ceil_log2_fp32(s):
     With ``s = 2**k * (1 + j * 2**-23)``, log2(s) = k + log2(1 + j * 2**-23) lies in (k, k + 1) for j > 0,
     and its fp32 rounding falls back onto k when the fractional part is at most half the fp32 spacing next
     to k on that side (2**p below): then ceil gives k, where the exact rule gives k + 1. That happens for j
-    up to J = floor((2**(2**p) - 1) * 2**23): 0 near k = 0 and up to 44 at |k| >= 128 (1 or 2 for the
-    V3.2 scales around 2**-9). Assumes the device's fp32 log2 is correctly rounded at these points
+    up to J = floor((2**(2**p) - 1) * 2**23): 0 near k = 0, at most 22 (|k| from 65 to 127; normal fp32 has
+    no larger |k|), 1 or 2 for the V3.2 scales around 2**-9. Assumes the device's fp32 log2 is correctly rounded at these points
     (``scripts/gpu-check.sh`` probes it).
     """
     bits = s.to(tl.int32, bitcast=True)
@@ -48,7 +48,7 @@ def ceil_log2_fp32(s):
     # below a negative power of two the spacing halves: k + frac moves toward zero, into the finer binade
     p = lg - 24 - ((k < 0) & ((m & (m - 1)) == 0)).to(tl.int32)
     jmax = tl.where(p <= -23, 0, tl.where(p == -22, 1, tl.where(p == -21, 2, tl.where(
-        p == -20, 5, tl.where(p == -19, 11, tl.where(p == -18, 22, 44))))))
+        p == -20, 5, tl.where(p == -19, 11, 22)))))  # p >= -18 only for |k| > 64
     up = (j > 0) & ((k == 0) | (j > jmax))
     return k + up.to(tl.int32)
 

@@ -83,8 +83,14 @@ def _warn(lines) -> None:
         print(f"kvcalc: warning: {line}", file=sys.stderr)
 
 
+def write_out(text: str) -> None:
+    from .textout import write  # a closed pipe stops quietly (textout.PipeClosed)
+
+    write(text)
+
+
 def _print_json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    write_out(json.dumps(obj, indent=2) + "\n")
 
 
 def _estimates(models, contexts, precisions, basis, batch, mtp, what="MODEL"):
@@ -371,7 +377,7 @@ def import_hf(
     if as_json:
         _print_json({"output": output, "config": cfg})
     elif not output:
-        sys.stdout.write(text)
+        write_out(text)
 
 
 def _write_atomic(path: str, text: str, flag: str) -> None:
@@ -425,7 +431,7 @@ def sweep(
     if output:
         _write_atomic(output, text, "--output")
     else:
-        sys.stdout.write(text)
+        write_out(text)
 
 
 @_command()

@@ -20,7 +20,9 @@ Families (``model_type``; nested ``text_config`` read for multimodal checkpoints
   Mamba-2 side by side in every layer), minimax and minimax_m1 (``attn_type_list``: lightning linear
   attention + softmax),
   kimi_linear (Kimi Delta Attention layers by ``linear_attn_config.kda_layers``, MLA in the others).
-  Their state is in the precision's ``state`` role: the model dtype, as vLLM keeps it;
+  Their state is in the precision's ``state`` role: the model dtype, as vLLM keeps it, except where a config
+  states its own (Qwen3.5's ``mamba_ssm_dtype``, Nemotron-H's ``mamba_ssm_cache_dtype``, fp32 when absent, as
+  vLLM's NemotronHForCausalLMConfig does; KDA's recurrent state in fp32);
 * llama4 (chunked local attention over ``attention_chunk_size`` in the RoPE layers, global NoPE layers by
   ``no_rope_layers``).
 
@@ -76,7 +78,7 @@ def locate(arg: str, flag: str = "--hf") -> str:
         return str(hf_hub_download(repo_id=arg, filename="config.json"))
     except Exception as exc:  # offline, gated or missing repo: any failure of the fetch is one line
         detail = " ".join(str(exc).split())[:160]
-        raise _fail(f"{flag}: cannot fetch config.json of {arg!r} from the Hugging Face hub "
+        raise _fail(f"{flag}: {arg!r} is not a local file, and fetching it as a Hugging Face hub id failed "
                     f"({type(exc).__name__}: {detail})") from None
 
 
@@ -364,6 +366,19 @@ def _attention(fields: _Fields, head_key: str = "head_dim") -> dict:
     return {"cache": "full_attention", "kv_heads": _kv_heads(fields), "head_dim": hd, "storage": "kv"}
 
 
+_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def _ssm_dtype(fields: _Fields, key: str) -> str | None:
+    """A recurrent-state dtype the config states (``float32`` -> ``fp32``), or None."""
+    ssm = fields.raw(key)
+    if ssm is None:
+        return None
+    if ssm not in _DTYPES:
+        raise _fail(f"{fields.file}: {fields.prefix}{key}: {ssm!r} is not one of {', '.join(_DTYPES)}")
+    return _DTYPES[ssm]
+
+
 def _import_qwen3_next(fields: _Fields) -> dict:
     n = fields.int("num_hidden_layers")
     lt = fields.raw("layer_types")
@@ -386,13 +401,10 @@ def _import_qwen3_next(fields: _Fields) -> dict:
                    "v_head_dim": fields.value("linear_value_head_dim"),
                    "conv_kernel": fields.value("linear_conv_kernel_dim")},
     }
-    ssm = fields.raw("mamba_ssm_dtype")
+    ssm = _ssm_dtype(fields, "mamba_ssm_dtype")
     if ssm is not None:
-        names = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-        if ssm not in names:
-            raise _fail(f"{fields.file}: {fields.prefix}mamba_ssm_dtype: {ssm!r} is not one of {', '.join(names)}")
-        comps["linear"]["ssm_dtype"] = names[ssm]
-        comps["linear"]["note"] = f"recurrent state in {names[ssm]}: {fields.src('mamba_ssm_dtype')}"
+        comps["linear"]["ssm_dtype"] = ssm
+        comps["linear"]["note"] = f"recurrent state in {ssm}: {fields.src('mamba_ssm_dtype')}"
     full = types.count("full_attention")
     out = {
         "description": f"{n} layers: {full} full attention, {n - full} gated DeltaNet (fixed state per request)",
@@ -430,6 +442,13 @@ def _import_nemotron_h(fields: _Fields) -> dict:
                           "groups": fields.value("n_groups"), "conv_kernel": fields.value("conv_kernel"),
                           "intermediate": {"value": heads * hdim, "source": f"{fields.src('mamba_num_heads')} "
                                            f"{heads} x mamba_head_dim {hdim} (vLLM nemotron_h MambaMixer2)"}}
+        # vLLM keeps Nemotron-H's SSM state in the dtype the config states, else fp32
+        # (model_executor/models/config.py NemotronHForCausalLMConfig, DEFAULT_MAMBA_SSM_CACHE_DTYPE "float32")
+        stated = _ssm_dtype(fields, "mamba_ssm_cache_dtype")
+        comps["mamba"]["ssm_dtype"] = stated or "fp32"
+        comps["mamba"]["note"] = (f"SSM state in {stated}: {fields.src('mamba_ssm_cache_dtype')}" if stated else
+                                  "SSM state in fp32: vLLM NemotronHForCausalLMConfig's default when the config "
+                                  "states no mamba_ssm_cache_dtype (conv state in the model dtype)")
         kinds["mamba"] = ["mamba"]
     if "-" in pat:
         kinds["mlp"] = []
@@ -525,10 +544,12 @@ def _import_kimi_linear(fields: _Fields) -> dict:
     if not isinstance(kda, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 1 <= i <= n for i in kda) \
             or len(set(kda)) != len(kda):
         raise _fail(f"{where}.kda_layers: must list distinct layer numbers from 1 to {n} (num_hidden_layers)")
-    full = lac.get("full_attn_layers")
-    if full is not None and (not isinstance(full, list) or sorted(set(full) | set(kda)) != list(range(1, n + 1))
-                             or set(full) & set(kda)):
+    full = lac.get("full_attn_layers")  # vLLM's KimiLinearConfig asserts both lists are there
+    if not isinstance(full, list) or sorted(set(full) | set(kda)) != list(range(1, n + 1)) or set(full) & set(kda):
         raise _fail(f"{where}.full_attn_layers: with kda_layers must number every layer 1 to {n} exactly once")
+    if lac.get("use_full_rank_gate"):
+        raise _fail(f"{where}.use_full_rank_gate: Kimi-K3's KDA layer (FlashKDA prefill checkpoints) is not "
+                    "modelled; kvcalc imports Kimi-Linear's")
     sub_fields = _Fields(lac, fields.file)
     sub_fields.prefix = f"{fields.prefix}linear_attn_config."
     heads, hd = sub_fields.value("num_heads"), sub_fields.value("head_dim")

@@ -20,6 +20,19 @@ import os
 import sys
 
 _CODES = {"bold": "1", "italic": "3", "green": "32", "red": "31", "bold red": "1;31"}
+
+
+class PipeClosed(BrokenPipeError):
+    """The reader went away (``kvcalc ... | head``). Raised without an errno, so click's own EPIPE handling
+    (which exits 1) lets it through to ``kvcalc.cli.main``, which stops quietly with exit 0."""
+
+
+def write(text: str) -> None:
+    """Write to the current stdout; a closed pipe becomes :class:`PipeClosed`."""
+    try:
+        sys.stdout.write(text)
+    except BrokenPipeError:
+        raise PipeClosed() from None
 RULE = "\u2500"
 
 
@@ -53,7 +66,8 @@ def wrap(line: str, width: int) -> list[str]:
         start = cut
         while start < n and line[start] == " ":
             start += 1
-    out.append(line[start:])
+    if start < n or not out:  # trailing spaces leave no empty piece behind
+        out.append(line[start:].rstrip(" "))
     return out
 
 
@@ -205,7 +219,7 @@ class Console:
         for line in _lines(str(text)):
             for piece in wrap(line, width):
                 out.append(f"\x1b[{_CODES[style]}m{piece}\x1b[0m" if color and style in _CODES and piece else piece)
-        self.file.write("\n".join(out) + "\n")
+        write("\n".join(out) + "\n")
 
     def table(self, table: Table) -> None:
-        self.file.write("\n".join(table.render(self.width, self.color)) + "\n")
+        write("\n".join(table.render(self.width, self.color)) + "\n")

@@ -20,8 +20,11 @@ SMALL = 256
 
 class Ints:
     """A short vector of exact Python ints with the slice of numpy's array interface the token rules use.
-    Arithmetic is elementwise with an int or another ``Ints`` of the same length; comparisons give a mask
-    (an ``Ints`` of booleans) that indexing accepts, as numpy's boolean indexing does."""
+    Arithmetic is elementwise with an integer or another ``Ints`` of the same length (a float is refused:
+    these are counts); comparisons, ``==`` included, give a mask (an ``Ints`` of booleans) that indexing
+    accepts, as numpy's boolean indexing does, and the truth of more than one value is ambiguous, as in numpy."""
+
+    __hash__ = None  # type: ignore[assignment]  # elementwise ==, like a numpy array
 
     __slots__ = ("_v",)
 
@@ -34,7 +37,7 @@ class Ints:
                 raise ValueError(f"vectors of {len(self._v)} and {len(other._v)} values")
             pairs = zip(other._v, self._v) if reflected else zip(self._v, other._v)
             return Ints([op(a, b) for a, b in pairs])
-        b = int(other)
+        b = operator.index(other)  # ints and numpy integers; a float raises TypeError instead of truncating
         return Ints([op(b, a) for a in self._v] if reflected else [op(a, b) for a in self._v])
 
     def __add__(self, other): return self._map(other, operator.add)
@@ -49,6 +52,13 @@ class Ints:
     def __ge__(self, other): return self._map(other, operator.ge)
     def __lt__(self, other): return self._map(other, operator.lt)
     def __le__(self, other): return self._map(other, operator.le)
+    def __eq__(self, other): return self._map(other, operator.eq)  # type: ignore[override]
+    def __ne__(self, other): return self._map(other, operator.ne)  # type: ignore[override]
+
+    def __bool__(self) -> bool:
+        if len(self._v) != 1:
+            raise ValueError(f"the truth value of {len(self._v)} values is ambiguous (as a numpy array's)")
+        return bool(self._v[0])
 
     def __getitem__(self, key):
         if isinstance(key, Ints):  # a mask, as numpy's boolean indexing
@@ -102,7 +112,7 @@ def minimum(a, b):
     if isinstance(a, Ints):
         if isinstance(b, Ints):
             return Ints([x if x < y else y for x, y in zip(a._v, b._v, strict=True)])
-        b = int(b)
+        b = operator.index(b)
         return Ints([x if x < b else b for x in a._v])
     import numpy as np
 

@@ -286,3 +286,18 @@ def test_every_command_offers_json(cli, tmp_path):
         cli("sweep", "llama-3.1-8b", "-c", "1k", "--format", "json").json()
     d = cli("report", "--check", "--json").json()
     assert d["match"] is True and d["stale"] == [] and "headline.txt" in d["checked"]
+
+
+@pytest.mark.parametrize("argv", [["show", "nemotron-h-56b"], ["estimate", "deepseek-v4-pro", "--by-layer"],
+                                  ["sweep", "llama-3.1-8b", "-c", "1..200000:1"]])
+def test_a_closed_pipe_is_a_quiet_exit_0(argv):
+    # `kvcalc ... | head -1` under `set -o pipefail`: kvcalc's own exit status must be 0 and stderr silent
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "kvcalc", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()  # the reader goes away with most of the output unread
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 0, err
+    assert "Traceback" not in err and "error" not in err

@@ -186,10 +186,10 @@ def test_nemotron_h_pattern(tmp_path):
     spec = load_hf(p)
     assert spec.layers.count("mamba") == 24 and spec.layers.count("attention") == 4 and spec.layers.count("mlp") == 24
     assert spec.layers[3] == "mlp" and spec.layers[7] == "attention"  # the model's own layer indices
-    # Mamba-2 (vLLM mamba2_state_shape): conv (4 - 1) x (128 x 64 + 2 x 8 x 128) = 30,720 values,
-    # SSM 128 x 64 x 128 = 1,048,576 values, bf16
-    mamba = (3 * (128 * 64 + 2 * 8 * 128) + 128 * 64 * 128) * 2
-    assert mamba == 2_158_592
+    # Mamba-2 (vLLM mamba2_state_shape): conv (4 - 1) x (128 x 64 + 2 x 8 x 128) = 30,720 values in bf16,
+    # SSM 128 x 64 x 128 = 1,048,576 values in fp32 (vLLM's Nemotron-H default when the config states none)
+    mamba = 3 * (128 * 64 + 2 * 8 * 128) * 2 + 128 * 64 * 128 * 4
+    assert mamba == 4_255_744
     attn_per_token = 2 * 8 * 128 * 2
     assert int(estimate(spec, [K]).per_sequence[0]) == 24 * mamba + 4 * K * attn_per_token
     bad = dict(cfg, hybrid_override_pattern="M-M")
@@ -202,14 +202,20 @@ def test_nemotron_h_56b_verbatim():
     # nvidia/Nemotron-H-56B-Base-8K (a verbatim file): 118 layer codes, 10 '*' attention (8 KV heads of
     # attention_head_dim 128: 2 x 8 x 128 x 2 B = 4,096 B per token), 54 'M' Mamba-2, 54 '-' MLP without cache.
     # Mamba-2 (vLLM mamba2_state_shape): conv (4 - 1) x (256 heads x 64 + 2 x 8 groups x 256 state) = 61,440
-    # values, SSM 256 x 64 x 256 = 4,194,304 values; bf16: 8,511,488 B per layer
+    # values in bf16, SSM 256 x 64 x 256 = 4,194,304 values in fp32 (vLLM NemotronHForCausalLMConfig: the config
+    # states no mamba_ssm_cache_dtype, so float32): 16,900,096 B per layer
     spec = load_hf(HF / "nemotron-h-56b-base-8k.json")
     assert (spec.layers.count("attention"), spec.layers.count("mamba"), spec.layers.count("mlp")) == (10, 54, 54)
-    mamba = (3 * (256 * 64 + 2 * 8 * 256) + 256 * 64 * 256) * 2
-    assert mamba == 8_511_488
-    assert _bytes("nemotron-h-56b-base-8k", ctx=8192) == 10 * 8192 * 4096 + 54 * mamba == 795_164_672
-    # fp32-state: the state doubles, attention stays bf16
-    assert _bytes("nemotron-h-56b-base-8k", ctx=8192, precision="fp32-state") == 10 * 8192 * 4096 + 54 * 2 * mamba
+    mamba = 61_440 * 2 + 4_194_304 * 4
+    assert mamba == 16_900_096
+    assert _bytes("nemotron-h-56b-base-8k", ctx=8192) == 10 * 8192 * 4096 + 54 * mamba == 1_248_149_504
+    # fp32-state: the conv state goes to fp32 too, attention stays bf16
+    assert _bytes("nemotron-h-56b-base-8k", ctx=8192, precision="fp32-state") == \
+        10 * 8192 * 4096 + 54 * (61_440 + 4_194_304) * 4
+    # a stated mamba_ssm_cache_dtype wins
+    data = json.loads((HF / "nemotron-h-56b-base-8k.json").read_text(), parse_constant=float)
+    cfg = import_config(dict(data, mamba_ssm_cache_dtype="bfloat16"))
+    assert cfg["components"]["mamba"]["ssm_dtype"] == "bf16"
 
 
 def test_layers_without_cache_have_their_own_row(cli):
@@ -217,7 +223,7 @@ def test_layers_without_cache_have_their_own_row(cli):
     assert r.code == 0, r.err
     row = next(line for line in r.out.splitlines() if line.lstrip().startswith("mlp"))
     assert row.split() == ["mlp", "54", "(no", "cache)", "0", "B", "0", "B"]
-    assert "795,164,672 B" in r.out
+    assert "1,248,149,504 B" in r.out
 
 
 def test_minimax_m1_verbatim():
@@ -379,8 +385,12 @@ def test_kimi_linear_kda_and_mla(tmp_path):
      "kda_layers: must list distinct layer numbers from 1 to 27"),
     ({"linear_attn_config": {"kda_layers": [1, 2], "full_attn_layers": [3], "num_heads": 32, "head_dim": 128,
                              "short_conv_kernel_size": 4}}, "full_attn_layers: with kda_layers must number every"),
-    ({"linear_attn_config": {"kda_layers": [1], "num_heads": 32, "head_dim": 128}},
-     "linear_attn_config.short_conv_kernel_size: required"),
+    ({"linear_attn_config": {"kda_layers": [1], "full_attn_layers": list(range(2, 28)), "num_heads": 32,
+                             "head_dim": 128}}, "linear_attn_config.short_conv_kernel_size: required"),
+    ({"linear_attn_config": {"kda_layers": [1], "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4}},
+     "full_attn_layers: with kda_layers must number every layer"),  # vLLM's KimiLinearConfig asserts it
+    ({"linear_attn_config": dict(KIMI_LINEAR["linear_attn_config"], use_full_rank_gate=True)},
+     "use_full_rank_gate: Kimi-K3's KDA layer"),
 ])
 def test_kimi_linear_fails_closed(tmp_path, patch, fragment):
     with pytest.raises(KvcalcError, match=fragment):
@@ -411,7 +421,7 @@ def test_hub_id_through_huggingface_hub_without_the_network(cli, monkeypatch, tm
     assert cli("import-hf", "Qwen/Qwen3-8B", "--json").json()["config"]["components"]["full"]["head_dim"]["value"] == 128
     r = cli("estimate", "--hf", "nobody/missing", "-c", "4k")
     assert r.code == 2 and r.err.count("\n") == 1
-    assert "cannot fetch config.json of 'nobody/missing' from the Hugging Face hub (OSError: We couldn't" in r.err
+    assert "'nobody/missing' is not a local file, and fetching it as a Hugging Face hub id failed (OSError" in r.err
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # not installed
     r = cli("import-hf", "Qwen/Qwen3-8B")
     assert r.code == 2 and "fetching a hub id needs huggingface_hub" in r.err

@@ -53,16 +53,18 @@ def test_qwen3_next_tensor_parallel():
 
 
 def test_nemotron_h_mamba2_groups_and_padding():
-    # state (bf16): conv 3 x (256 x 64 + 2 x 8 x 256) + SSM 256 x 64 x 256 values = 8,511,488 B. Attention
-    # 8 KV heads x 128 x 2 x 2 B = 4,096 B per token. Mamba-2 exports no checkpoint grid: 16-token blocks,
-    # block 16 x ceil(8,511,488 / 65,536) = 16 x 130 = 2,080, page 2,080 x 4,096 = 8,519,680.
+    # state: conv 3 x (256 x 64 + 2 x 8 x 256) = 61,440 values in bf16 + SSM 256 x 64 x 256 = 4,194,304 values in
+    # fp32 (vLLM's Nemotron-H default) = 16,900,096 B. Attention 8 KV heads x 128 x 2 x 2 B = 4,096 B per token.
+    # Mamba-2 exports no checkpoint grid: 16-token blocks, block 16 x ceil(16,900,096 / 65,536) = 16 x 258 =
+    # 4,128, page 4,128 x 4,096 = 16,908,288.
     # 54 Mamba layers and 10 attention: groups of 10, so 6 state groups of 9 (6 padding layers) and 1 of 10.
     p = plan("nemotron-h-56b", 8192)
-    assert p.settings["block_size"] == 2080
+    assert p.settings["block_size"] == 4128
     assert [len(g.layers) for g in p.groups] == [9] * 6 + [10] and p.padding_layers == 6
-    assert p.bytes_per_block == 10 * 8_519_680
-    # Mamba-2 keeps a checkpoint block: 2 + 1 per state group; attention ceil(8,192 / 2,080) = 4
-    assert [g.blocks_per_request for g in p.groups] == [3] * 6 + [4]
+    assert p.groups[0].pages[0].real_page_bytes == 16_900_096
+    assert p.bytes_per_block == 10 * 16_908_288
+    # Mamba-2 keeps a checkpoint block: 2 + 1 per state group; attention ceil(8,192 / 4,128) = 2
+    assert [g.blocks_per_request for g in p.groups] == [3] * 6 + [2]
 
 
 def test_kimi_linear_mla_and_kda(tmp_path):
@@ -73,7 +75,8 @@ def test_kimi_linear_mla_and_kda(tmp_path):
     cfg = {"model_type": "kimi_linear", "num_hidden_layers": 27, "hidden_size": 2304, "num_attention_heads": 32,
            "kv_lora_rank": 512, "qk_rope_head_dim": 64, "linear_attn_config": {
                "head_dim": 128, "num_heads": 32, "short_conv_kernel_size": 4,
-               "kda_layers": [i for i in range(1, 28) if i % 4 and i != 27]}}
+               "kda_layers": [i for i in range(1, 28) if i % 4 and i != 27],
+               "full_attn_layers": [i for i in range(1, 28) if i % 4 == 0 or i == 27]}}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     p = plan(load_model(str(path)), 131_072)

@@ -81,6 +81,7 @@ def test_wrap_by_hand():
     assert wrap("short", 80) == ["short"]
     assert wrap("", 5) == [""]
     assert wrap("a  b", 1) == ["a", "b"]
+    assert wrap("a  ", 1) == ["a"] and wrap("short  ", 80) == ["short"]  # no trailing spaces, no empty piece
 
 
 def test_wrap_is_linear_not_quadratic():

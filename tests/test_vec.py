@@ -77,3 +77,16 @@ def test_python_int_path_refuses_what_the_numpy_path_refuses():
         for use_numpy in (True, False):
             with pytest.raises(KvcalcError):
                 estimate("llama-3.1-8b", bad, numpy=use_numpy)
+
+
+def test_ints_refuse_floats_and_compare_elementwise():
+    v = Ints([10, 20])
+    with pytest.raises(TypeError):
+        v * 0.5  # numpy would give floats; counts never are
+    with pytest.raises(TypeError):
+        minimum(v, 1.9)
+    assert (v == Ints([10, 21])).tolist() == [True, False] and (v != 20).tolist() == [True, False]
+    assert (v * np.int64(3)).tolist() == [30, 60]
+    with pytest.raises(ValueError):
+        bool(v)
+    assert bool(Ints([1])) and not bool(Ints([0]))
