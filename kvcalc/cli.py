@@ -54,6 +54,8 @@ CONTEXT_HELP = (
     "Context length in tokens: a plain integer or a binary suffix k/M/G (1M = 1,048,576; 128k = 131,072). "
     "Repeat the option or separate with commas for several."
 )
+HF_MANY_HELP = ("A Hugging Face config.json, a folder holding one, or a hub id org/name (fetched by huggingface_hub "
+                "when installed). Repeatable.")
 PRECISION_HELP = "Storage precision as the model config names it (e.g. bf16, fp8), or 'all'. Repeatable."
 BASIS_HELP = (
     "complete: everything a request holds (K/V, latents, window, compressed entries, indexer, compressor or SSM "
@@ -163,8 +165,9 @@ def estimate(
 
 @_command()
 def compare(
-    model_a: str = typer.Argument(..., metavar="A"),
-    model_b: str = typer.Argument(..., metavar="B"),
+    model_a: Optional[str] = typer.Argument(None, metavar="A", show_default=False),
+    model_b: Optional[str] = typer.Argument(None, metavar="B", show_default=False),
+    hf: Optional[List[str]] = typer.Option(None, "--hf", help=HF_MANY_HELP + " Fills B, or A and B when repeated."),
     context: List[str] = typer.Option(["1M"], "--context", "-c", help=CONTEXT_HELP),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision for both (default: each model's own)."),
     precision_b: Optional[str] = typer.Option(None, "--precision-b", help="Precision for B when it differs from A's."),
@@ -183,6 +186,10 @@ def compare(
     from .vec import SMALL
 
     vectors = len(contexts) > SMALL  # numpy only where vectors pay
+    names = [m for m in (model_a, model_b) if m is not None] + [_hf_path(h) for h in hf or []]
+    if len(names) != 2:
+        raise KvcalcError(f"A: compare takes two models (A and B, or --hf for either), got {len(names)}")
+    model_a, model_b = names
     a = estimate(load_model(model_a, "A"), contexts, precision=precision, basis=basis, mtp=mtp, numpy=vectors)
     b = estimate(load_model(model_b, "B"), contexts, precision=precision_b or precision, basis=basis, mtp=mtp,
                  what="--precision-b" if precision_b else "--precision", numpy=vectors)
@@ -348,6 +355,14 @@ def _hf_path(hf: str) -> str:
     return path
 
 
+def _models_and_hf(models: Optional[List[str]], hf: Optional[List[str]]) -> list[str]:
+    """MODEL... plus every --hf, in that order; at least one."""
+    out = [*(models or []), *(_hf_path(h) for h in hf or [])]
+    if not out:
+        raise KvcalcError("MODEL: give at least one model (a name, a YAML path or a config.json) or --hf")
+    return out
+
+
 def _one_model(model: Optional[str], hf: Optional[str]) -> str:
     if (model is None) == (hf is None):
         raise KvcalcError("MODEL: give a model (a name or a YAML path) or --hf CONFIG.json, one of the two")
@@ -399,7 +414,8 @@ def _write_atomic(path: str, text: str, flag: str) -> None:
 
 @_command()
 def sweep(
-    models: List[str] = typer.Argument(..., metavar="MODEL...", help="Config names, YAML paths or config.json files."),
+    models: Optional[List[str]] = typer.Argument(None, metavar="MODEL...", help="Config names, YAML paths or config.json files."),
+    hf: Optional[List[str]] = typer.Option(None, "--hf", help=HF_MANY_HELP),
     context: List[str] = typer.Option(["1k..1M"], "--context", "-c", help="Lists (4k,8k), ranges A..B (--points values, "
                                       "geometric) or A..B:STEP. Repeatable."),
     points: int = typer.Option(64, "--points", help="Values per A..B range."),
@@ -420,7 +436,7 @@ def sweep(
     if as_json:
         fmt = "json"
     contexts = parse_contexts(context, points)
-    cols = run_sweep(models, contexts, precision, basis, mtp)
+    cols = run_sweep(_models_and_hf(models, hf), contexts, precision, basis, mtp)
     _warn(cols["warnings"])
     if fmt == "json":
         text = json.dumps(to_json(cols)) + "\n"
@@ -436,7 +452,8 @@ def sweep(
 
 @_command()
 def plot(
-    models: List[str] = typer.Argument(..., metavar="MODEL...", help="Config names, YAML paths or config.json files."),
+    models: Optional[List[str]] = typer.Argument(None, metavar="MODEL...", help="Config names, YAML paths or config.json files."),
+    hf: Optional[List[str]] = typer.Option(None, "--hf", help=HF_MANY_HELP),
     context: List[str] = typer.Option(["4k..1M"], "--context", "-c", help="Contexts: A..B range or a list (see sweep)."),
     output: str = typer.Option(..., "--output", "-o", help="FILE.png or FILE.svg (the suffix picks the format)."),
     precision: Optional[List[str]] = typer.Option(None, "--precision", "-p", help=PRECISION_HELP),
@@ -455,7 +472,7 @@ def plot(
     from . import plot as P
 
     fmt = P._format_of(output)
-    specs = [load_model(m) for m in models]
+    specs = [load_model(m) for m in _models_and_hf(models, hf)]
     contexts = parse_contexts(context, points)
     if layers:
         drawn = P.layers_chart(specs, parse_tokens(at, "--at") if at else int(contexts[-1]), precision, output, basis)

@@ -109,7 +109,8 @@ def test_usage_errors_exit_2(cli):
     for args, fragment in ((("estimate", "-c", "abc"), "--context"), (("estimate", "--basis", "paged"), "--basis"),
                            (("estimate", "--batch", "0"), "--batch"),
                            (("estimate", "deepseek-v4-pro", "--basis", "article", "--mtp"), "--mtp"),
-                           (("compare", "deepseek-v4-pro"), "Missing argument"),
+                           (("compare", "deepseek-v4-pro"), "compare takes two models"),
+                           (("sweep", "llama-3.1-8b", "--nope"), "No such option"),
                            (("estimate", "deepseek-v4-pro", "--frobnicate"), "--frobnicate")):
         r = cli(*args)
         assert r.code == 2, args
@@ -262,8 +263,9 @@ def test_usage_lines_name_arguments_without_braces(cli):
         r = cli(name, "--help")
         usage = next(line for line in r.out.splitlines() if line.startswith("Usage:"))
         assert "{" not in usage and "}" not in usage, usage
-    assert "Usage: kvcalc compare [OPTIONS] A B" in cli("compare", "--help").out
-    assert "Usage: kvcalc sweep [OPTIONS] MODEL..." in cli("sweep", "--help").out
+    assert "Usage: kvcalc compare [OPTIONS] [A] [B]" in cli("compare", "--help").out  # or --hf for either
+    assert "Usage: kvcalc check-log [OPTIONS] FILE" in cli("check-log", "--help").out  # required: no braces
+    assert "Usage: kvcalc sweep [OPTIONS] [MODEL...]" in cli("sweep", "--help").out  # or --hf
 
 
 def test_every_command_offers_json(cli, tmp_path):

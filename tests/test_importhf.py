@@ -520,3 +520,16 @@ def test_gemma2_9b_it_verbatim():
     # per token per layer, bf16 as the checkpoint
     assert _bytes("gemma-2-9b-it", ctx=8192) == 21 * 8192 * 8192 + 21 * 4096 * 8192
     assert load_model("gemma-2-9b").layers[:2] == ("local", "global")
+
+
+def test_hf_on_compare_sweep_and_plot(cli):
+    # --hf wherever MODEL is taken: compare fills B (or A and B), sweep and plot append to MODEL...
+    q = str(HF / "qwen3-8b.json")
+    r = cli("compare", "llama-3.1-8b", "--hf", q, "-c", "4k", "--json")
+    assert r.code == 0, r.err
+    # llama-3.1-8b 32 layers x 4,096 B vs qwen3-8b 36 layers x 4,096 B per token: 36 / 32
+    assert r.json()["ratio_b_over_a"] == [36 / 32]
+    r = cli("sweep", "llama-3.1-8b", "--hf", q, "-c", "1k", "--json")
+    assert r.json()["bytes_per_sequence"] == [1024 * 32 * 4096, 1024 * 36 * 4096]
+    r = cli("compare", "llama-3.1-8b")
+    assert r.code == 2 and "compare takes two models" in r.err

@@ -25,7 +25,8 @@ def one_line_error(r, *fragments):
     "args, fragment",
     [
         (["estimate", "deepseek-v4-pro", "--frobnicate"], "No such option: --frobnicate"),
-        (["compare", "deepseek-v4-pro"], "Missing argument 'B'"),
+        (["check-log"], "Missing argument 'FILE'"),
+        (["compare", "deepseek-v4-pro"], "compare takes two models"),
         (["frob"], "No such command 'frob'"),
         (["estimate", "--batch", "1.5"], "--batch"),
         (["models", "extra"], "unexpected extra argument"),
