@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from .errors import KvcalcError
+from .textout import write as write_out  # a closed pipe stops quietly (textout.PipeClosed)
 
 app = typer.Typer(
     add_completion=True,
@@ -83,12 +84,6 @@ def _console():
 def _warn(lines) -> None:
     for line in lines:
         print(f"kvcalc: warning: {line}", file=sys.stderr)
-
-
-def write_out(text: str) -> None:
-    from .textout import write  # a closed pipe stops quietly (textout.PipeClosed)
-
-    write(text)
 
 
 def _print_json(obj) -> None:

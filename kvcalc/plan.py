@@ -23,7 +23,7 @@ from .config import ModelSpec, as_model
 from .engines import vllm as V
 from .errors import KvcalcError
 from .estimate import estimate
-from .specs import FullAttention, RecurrentState
+from .specs import FullAttention, GatedDeltaNetState, RecurrentState
 
 ENGINES = {
     "exact": "exact bytes, no paging: every request reserves what `kvcalc estimate` counts",
@@ -364,7 +364,7 @@ def _vllm_plan(spec, prec, context, settings, mtp, tp, stage_layers, analytic, t
     if state:
         used["prefix_caching"] = settings.prefix_caching
         used["mamba_cache_mode"] = "align" if settings.prefix_caching else "none"
-        if any(type(spec.components[s.component]).__name__ == "GatedDeltaNetState" for s in state):
+        if any(type(spec.components[s.component]) is GatedDeltaNetState for s in state):
             used["gdn_prefill_backend"] = settings.gdn_prefill_backend
         if state[0].padded_page is not None:
             notes.append(

@@ -23,11 +23,6 @@ def _table(title: str | None = None) -> Table:
     return Table(title)
 
 
-def print_table(con, table: Table) -> None:
-    """Print a table at the console's width without splitting a number or a word (see ``kvcalc.textout``)."""
-    con.table(table)
-
-
 def _ctx(n: int, unit: bool = True) -> str:
     """'1,048,576 (1M) tokens'; without the unit for table cells under a 'context' header."""
     short = format_tokens(n)
@@ -96,7 +91,7 @@ def render_summary(con, results: list[Estimate], refs: list[Estimate], headline:
                 ref = _find_ref(refs, e.precision)
                 row.append(_ratio(e.per_sequence[i], ref.per_sequence[i]) if ref is not None else "-")
             t.add_row(*row)
-    print_table(con, t)
+    con.table(t)
     seen: dict[str, list[str]] = {}
     for e in results:
         seen.setdefault(e.model.name, [f"{e.layers_text()} layers"]).append(f"{e.precision} = {_storage(e)}")
@@ -158,7 +153,7 @@ def render_kinds(con, e: Estimate) -> None:
             total = ["", "", "layer total", "", "", "", "", format_bytes(layer_bytes[i]),
                      format_bytes(layer_bytes[i] * n)]
             t.add_row(*[total[k] for k in keep], end_section=True, style="bold")
-        print_table(con, t)
+        con.table(t)
         con.print(f"Total per sequence: {format_bytes(e.per_sequence[i])} ({int(e.per_sequence[i]):,} B)"
                   + (f"; x {e.batch} sequences: {format_bytes(e.total[i])} ({int(e.total[i]):,} B)" if e.batch > 1 else ""))
         con.print(f"Storage: {e.formats_text()}.")
@@ -179,7 +174,7 @@ def render_layers(con, e: Estimate) -> None:
             b = int(layer.bytes[i])
             running += b
             t.add_row(name, layer.kind, comp, f"{b:,}", format_bytes(running))
-        print_table(con, t)
+        con.table(t)
         con.print(f"Total per sequence: {format_bytes(e.per_sequence[i])} ({int(e.per_sequence[i]):,} B). "
                   f"Storage: {e.formats_text()}.")
         con.print(f"Basis: {e.basis_text()}.")
@@ -224,7 +219,7 @@ def render_compare(con, a: Estimate, b: Estimate) -> None:
         pa, pb = float(a.per_sequence[i]), float(b.per_sequence[i])
         t.add_row(_ctx(ctx, unit=False), cell(pa, ua, sa), cell(pb, ub, sb),
                   f"{pb / pa:.2%}" if pa else "-", f"{pa / pb:.2f}x" if pb else "-")
-    print_table(con, t)
+    con.table(t)
     con.print(f"A: {a.layers_text()}; {a.formats_text()}.")
     con.print(f"B: {b.layers_text()}; {b.formats_text()}.")
     con.print(f"Basis: {a.basis} ({BASES[a.basis]}); exact bytes, no paging; binary units, one per column.")
@@ -283,7 +278,7 @@ def render_models(con, specs) -> None:
         precs = [m.default_precision] + [p for p in m.precisions if p != m.default_precision]
         t.add_row(m.name, str(len(m.layers)), m.layout_text(), str(len(m.mtp_layers)),
                   format_tokens(m.max_context) if m.max_context else "-", ", ".join(precs))
-    print_table(con, t)
+    con.table(t)
     con.print("Any YAML file in this format works too: `kvcalc estimate path/to/model.yaml`.")
 
 
@@ -326,7 +321,7 @@ def render_show(con, m) -> None:
         sizes = [f"{c.entry_bytes(p.formats[c.storage]):,}" if c.per_token
                  else f"{c.fixed_bytes(p.formats.get(c.storage)):,} fixed" for p in m.precisions.values()]
         t.add_row(name, c.kind, c.rule(), *sizes)
-    print_table(con, t)
+    con.table(t)
     t = _table("Layer kinds")
     t.add_column("kind")
     t.add_column("count", justify="right")
@@ -335,7 +330,7 @@ def render_show(con, m) -> None:
     for k, comps in m.layer_kinds.items():
         mtp = m.mtp_layers.count(k)
         t.add_row(k, f"{counts.get(k, 0)}" + (f" + {mtp} MTP" if mtp else ""), ", ".join(comps))
-    print_table(con, t)
+    con.table(t)
     con.print(f"Layer layout: {_runs(m.layers)}")
     for p in m.precisions.values():
         con.print(f"precision {p.name}{' (default)' if p.name == m.default_precision else ''}: "
@@ -347,7 +342,7 @@ def render_show(con, m) -> None:
         t.add_column("source")
         for k, v in m.provenance.items():
             t.add_row(k, v)
-        print_table(con, t)
+        con.table(t)
     for k, v in m.sources.items():
         con.print(f"{k}: {v}")
 
@@ -368,7 +363,7 @@ def render_claims(con, results) -> None:
             t.add_row(f"{r.id}\n{r.claim}", f"{r.published_text()}\n{r.tolerance_text()}", r.computed_text(), verdict)
         else:
             t.add_row(r.id, r.claim, r.published_text(), r.computed_text(), r.tolerance_text(), verdict)
-    print_table(con, t)
+    con.table(t)
     n_fail = sum(not r.passed for r in results)
     con.print(f"{len(results) - n_fail} passed, {n_fail} failed")
 
@@ -457,7 +452,7 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
                   f"{format_bytes(c.weights_total_bytes)} total; {c.weights_source.split(';')[0]}")
         t.add_row("- reserve", format_bytes(c.reserve_bytes), "activations, CUDA graphs (--reserve-gib)")
         t.add_row("= KV pool", format_bytes(c.kv_pool_bytes_per_gpu), f"{c.kv_pool_bytes_per_gpu:,} B")
-    print_table(con, t)
+    con.table(t)
 
     narrow = con.width < NARROW_BELOW  # layers, block and page sizes move under the table
     g = _table()
@@ -476,7 +471,7 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
                   format_bytes(grp.blocks_per_request * p.bytes_per_block), format_bytes(grp.analytic_bytes))
     g.add_row("total", "", *(["", "", f"{p.bytes_per_block:,}"] if not narrow else []), f"{p.blocks_per_request:,}",
               format_bytes(p.per_request_bytes), format_bytes(p.analytic_bytes))
-    print_table(con, g)
+    con.table(g)
     if narrow:
         for grp in p.groups:
             con.print(f"  group {grp.index}: layers {_layers_text(grp.layers)}; blocks of {grp.block_size} tokens, "
@@ -514,7 +509,7 @@ def render_gpus(con, gpus) -> None:
         t.add_column(col, justify="right" if col in ("memory", "bytes") else "left")
     for g in gpus:
         t.add_row(g.key, g.name, format_bytes(g.memory_bytes), f"{g.memory_bytes:,}", g.basis)
-    print_table(con, t)
+    con.table(t)
     con.print("Sources: `kvcalc gpus --json`.")
 
 
@@ -540,7 +535,7 @@ def render_verify(con, out: dict) -> None:
     g.add_row("total", "", f"{out['planned_blocks']:,}", f"{out['predicted_bytes']:,}", f"{out['planned_bytes']:,}",
               f"{out['expected_written_bytes']:,}" if filled else "-",
               f"{out['written_bytes']:,}" if out["written_bytes"] is not None else "-")
-    print_table(con, g)
+    con.table(g)
     m = out["measured"]
     con.print(f"Allocated: {out['allocated_bytes']:,} B storage"
               + (f"; allocator +{m['allocator_allocated_delta']:,} B allocated, +{m['allocator_reserved_delta']:,} B "
@@ -571,7 +566,7 @@ def render_check_log(con, out: dict) -> None:
     for r in out["rows"]:
         mark = "" if r["agrees"] is None else ("agrees" if r["agrees"] else "DIFFERS")
         t.add_row(r["figure"] + (f" (line {r['line']})" if r["line"] else ""), r["logged"], r["kvcalc"], mark)
-    print_table(con, t)
+    con.table(t)
     for n in out["notes"]:
         con.print(f"Note: {n}")
     con.print(f"Verdict: {out['verdict']}.")

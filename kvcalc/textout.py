@@ -22,6 +22,11 @@ import sys
 _CODES = {"bold": "1", "italic": "3", "green": "32", "red": "31", "bold red": "1;31"}
 
 
+def paint(text: str, style: str | None, color: bool) -> str:
+    """``text`` in ``style`` as ANSI codes when ``color`` (a terminal), else as it is."""
+    return f"\x1b[{_CODES[style]}m{text}\x1b[0m" if color and style in _CODES and text else text
+
+
 class PipeClosed(BrokenPipeError):
     """The reader went away (``kvcalc ... | head``). Raised without an errno, so click's own EPIPE handling
     (which exits 1) lets it through to ``kvcalc.cli.main``, which stops quietly with exit 0."""
@@ -131,9 +136,6 @@ class Table:
         return widths
 
     def render(self, width: int, color: bool = False) -> list[str]:
-        def paint(text: str, style: str | None) -> str:
-            return f"\x1b[{_CODES[style]}m{text}\x1b[0m" if color and style in _CODES and text else text
-
         widths = self.widths(width)
 
         def block(cells, style: str | None) -> list[str]:
@@ -146,14 +148,14 @@ class Table:
                     text = p[i] if i < len(p) else ""
                     pad = " " * (w - len(text))
                     cell_style = getattr(cells[k], "style", None) or style
-                    cols.append(pad + paint(text, cell_style) if self.columns[k]["right"]
-                                else paint(text, cell_style) + pad)
+                    cols.append(pad + paint(text, cell_style, color) if self.columns[k]["right"]
+                                else paint(text, cell_style, color) + pad)
                 out.append(("  " + "   ".join(cols)).rstrip())
             return out
 
         lines = []
         if self.title:
-            lines += [paint(piece, "italic") for piece in wrap(self.title, width)]
+            lines += [paint(piece, "italic", color) for piece in wrap(self.title, width)]
         lines.append("")
         lines += block([c["header"] for c in self.columns], "bold")
         lines.append(" " + RULE * (sum(widths) + 3 * len(widths) - 1))
@@ -218,7 +220,7 @@ class Console:
         out = []
         for line in _lines(str(text)):
             for piece in wrap(line, width):
-                out.append(f"\x1b[{_CODES[style]}m{piece}\x1b[0m" if color and style in _CODES and piece else piece)
+                out.append(paint(piece, style, color))
         write("\n".join(out) + "\n")
 
     def table(self, table: Table) -> None:
