@@ -72,6 +72,7 @@ FLAGS = {
     "kv_memory": "--kv-memory", "weights": "--weights-gib", "reserve": "--reserve-gib", "engine": "--engine",
     "gpu_memory_utilization": "--gpu-memory-utilization", "concurrency": "--concurrency", "device": "--device",
     "fill": "--fill", "writer": "--writer", "file": "FILE", "points": "--points", "output": "--output",
+    "gdn_prefill_backend": "--gdn-prefill-backend",
 }
 
 

@@ -275,6 +275,8 @@ def estimate(
     the same indexing, ``tolist`` and arithmetic) and never imports numpy.
     """
     spec = as_model(model)
+    if not isinstance(numpy, bool):
+        raise KvcalcError(f"numpy: must be True or False, got {numpy!r}"[:200], param="numpy")
     if basis not in BASES:
         raise KvcalcError(f"basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}", param="basis")
     np = sys.modules.get("numpy")

@@ -131,3 +131,8 @@ def test_mamba2_groups_replicated_across_ranks():
     assert m.fixed_bytes_on_rank(bf16, 2) == 400_896
     with pytest.raises(KvcalcError, match="cannot split the 24 recurrent heads"):
         m.fixed_bytes_on_rank(bf16, 16)
+
+
+def test_settings_refuse_an_unknown_gdn_backend():
+    with pytest.raises(KvcalcError, match="gdn_prefill_backend: choose flashinfer or triton"):
+        V.Settings(gdn_prefill_backend="cuda")

@@ -90,3 +90,11 @@ def test_ints_refuse_floats_and_compare_elementwise():
     with pytest.raises(ValueError):
         bool(v)
     assert bool(Ints([1])) and not bool(Ints([0]))
+
+
+def test_numpy_flag_must_be_a_bool():
+    from kvcalc import KvcalcError
+
+    for bad in ("yes", None, 1):
+        with pytest.raises(KvcalcError, match="numpy: must be True or False"):
+            estimate("llama-3.1-8b", 1024, numpy=bad)

@@ -125,6 +125,11 @@ class Settings:
     prefix_caching: bool = DEFAULT_PREFIX_CACHING  # --enable-prefix-caching / --no-enable-prefix-caching
     gdn_prefill_backend: str = "flashinfer"  # --additional-config '{"gdn_prefill_backend": ...}' ("auto" on Hopper)
 
+    def __post_init__(self) -> None:
+        if self.gdn_prefill_backend not in ("flashinfer", "triton"):
+            raise KvcalcError(f"gdn_prefill_backend: choose flashinfer or triton, got {self.gdn_prefill_backend!r}"[:200],
+                              param="gdn_prefill_backend")
+
     @property
     def in_flight(self) -> int:
         return max_in_flight_tokens(self.max_num_batched_tokens, self.async_scheduling, self.pp)
