@@ -3,7 +3,8 @@
 Everything is ``entries(L) x entry_bytes + fixed_bytes`` per component, summed over the layers the basis
 counts, times the batch. Contexts are a vector: numpy int64 by default, so a sweep over thousands of
 lengths is one pass, or exact Python ints (``numpy=False``, what the command line uses for a few contexts, so
-it never imports numpy); the same formulas run on both (``kvcalc.vec``). Layers of the same kind share their component arrays: the work is per kind, not per layer.
+it never imports numpy); the same formulas run on both (``kvcalc.vec``). Layers of the same kind share their
+component arrays: the work is per kind, not per layer.
 """
 
 from __future__ import annotations
