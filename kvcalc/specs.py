@@ -332,8 +332,13 @@ class RecurrentState(CacheSpec):
     dtype: str | None = None
     ssm_dtype: str | None = None
 
-    def conv_values(self) -> int:
+    def sharded_dims(self) -> tuple[int, int]:
+        """(conv channels, recurrent heads or channels): what tensor parallelism splits. The conv state keeps
+        ``conv_kernel - 1`` steps of every conv channel."""
         raise NotImplementedError
+
+    def conv_values(self) -> int:
+        return (self.conv_kernel - 1) * self.sharded_dims()[0]
 
     def ssm_values(self) -> int:
         raise NotImplementedError
@@ -368,16 +373,12 @@ class RecurrentState(CacheSpec):
         and asserts they divide (``MambaStateShapeCalculator``, ``divide``)."""
         if tp == 1:
             return self.conv_values(), self.ssm_values()
-        conv_channels, ssm_heads = self._sharded()
+        conv_channels, ssm_heads = self.sharded_dims()
         for what, n in (("conv channels", conv_channels), ("recurrent heads (or channels)", ssm_heads)):
             if n % tp:
                 raise KvcalcError(f"tp: {tp} ranks cannot split the {n} {what} of component {self.name} "
                                   "(vLLM shards them evenly)", param="tp")
         return self.conv_values() // tp, self.ssm_values() // tp
-
-    def _sharded(self) -> tuple[int, int]:
-        """(conv channels, recurrent heads) that tensor parallelism splits."""
-        raise NotImplementedError
 
     def validate(self, where: str) -> None:
         if getattr(self, "conv_kernel", 2) < 2:
@@ -407,16 +408,12 @@ class Mamba2State(RecurrentState):
     groups: int = 1
     intermediate: int | None = None
 
-    def conv_values(self) -> int:
+    def sharded_dims(self) -> tuple[int, int]:
         inter = self.intermediate if self.intermediate is not None else self.heads * self.head_dim
-        return (self.conv_kernel - 1) * (inter + 2 * self.groups * self.state_size)
+        return inter + 2 * self.groups * self.state_size, self.heads
 
     def ssm_values(self) -> int:
         return self.heads * self.head_dim * self.state_size
-
-    def _sharded(self) -> tuple[int, int]:
-        inter = self.intermediate if self.intermediate is not None else self.heads * self.head_dim
-        return inter + 2 * self.groups * self.state_size, self.heads
 
     def shard_values(self, tp: int) -> tuple[int, int]:
         # groups that do not divide by tp are replicated up to tp (extra_groups_for_head_shards)
@@ -442,14 +439,11 @@ class GatedDeltaNetState(RecurrentState):
     k_head_dim: int
     v_head_dim: int
 
-    def conv_values(self) -> int:
-        return (self.conv_kernel - 1) * (2 * self.k_heads * self.k_head_dim + self.v_heads * self.v_head_dim)
+    def sharded_dims(self) -> tuple[int, int]:
+        return 2 * self.k_heads * self.k_head_dim + self.v_heads * self.v_head_dim, self.v_heads
 
     def ssm_values(self) -> int:
         return self.v_heads * self.v_head_dim * self.k_head_dim
-
-    def _sharded(self) -> tuple[int, int]:
-        return 2 * self.k_heads * self.k_head_dim + self.v_heads * self.v_head_dim, self.v_heads
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -475,14 +469,11 @@ class Mamba1State(RecurrentState):
     intermediate: int
     state_size: int
 
-    def conv_values(self) -> int:
-        return (self.conv_kernel - 1) * self.intermediate
+    def sharded_dims(self) -> tuple[int, int]:
+        return self.intermediate, self.intermediate
 
     def ssm_values(self) -> int:
         return self.intermediate * self.state_size
-
-    def _sharded(self) -> tuple[int, int]:
-        return self.intermediate, self.intermediate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -496,14 +487,14 @@ class LinearAttentionState(RecurrentState):
     heads: int
     head_dim: int
 
+    def sharded_dims(self) -> tuple[int, int]:
+        return 0, self.heads
+
     def conv_values(self) -> int:
-        return 0
+        return 0  # no convolution
 
     def ssm_values(self) -> int:
         return self.heads * self.head_dim * self.head_dim
-
-    def _sharded(self) -> tuple[int, int]:
-        return 0, self.heads
 
 
 CACHE_KINDS: dict[str, type[CacheSpec]] = {
