@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kvcalc.importhf import import_config, read_config, to_yaml  # noqa: E402
+from kvcalc.config.hf import import_config, read_config, to_yaml  # noqa: E402
 
 # fixture -> (config name, Hugging Face id); models with a hand-written config (deepseek-v3.2, deepseek-v4-*,
 # llama-3.1-8b, qwen3-8b, gemma-3-27b) are not duplicated here: tests compare those with the fixtures instead

@@ -9,32 +9,7 @@ import kvcalc
 from kvcalc.config import parse_model
 from kvcalc.errors import KvcalcError
 
-BASE = {
-    "kvcalc": 1,
-    "name": "toy",
-    "precisions": {"bf16": {"kv": "bf16", "indexer": "bf16"}, "fp8": {"kv": "fp8_ds_mla_v4", "indexer": "fp4_indexer"}},
-    "default_precision": "bf16",
-    "components": {
-        "win": {"cache": "sliding_mla", "window": 128, "dim": 512, "rope_dim": 64, "storage": "kv"},
-        "c4": {"cache": "compressed_mla", "ratio": 4, "span": 8, "dim": 512, "rope_dim": 64},
-        "idx": {"cache": "indexer", "ratio": 4, "dim": 128, "storage": "indexer"},
-        "st": {"cache": "state", "shape": [8, 2, 2, 512], "dtype": "fp32"},
-    },
-    "layer_kinds": {"c4a": ["win", "c4", "idx", "st"], "swa": ["win"]},
-    "layers": ["swa", {"pattern": ["c4a"], "layers": 3}],
-}
-
-
-def write(tmp_path, data, name="toy.yaml"):
-    path = tmp_path / name
-    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
-    return str(path)
-
-
-def mutate(change):
-    data = copy.deepcopy(BASE)
-    change(data)
-    return data
+from configcases import BASE, _del, _set, mutate, one_line_error, write
 
 
 def test_base_config_is_valid(tmp_path, cli):
@@ -43,26 +18,6 @@ def test_base_config_is_valid(tmp_path, cli):
     d = r.json()[0]
     # swa: 128 x 1024; c4a: 128 x 1024 + 256 x 1024 + 256 x 256 + 8*2*2*512*4 (= 65,536)
     assert d["total_bytes"] == 128 * 1024 + 3 * (128 * 1024 + 256 * 1024 + 256 * 256 + 65536)
-
-
-def _del(path):
-    def change(d):
-        node = d
-        for k in path[:-1]:
-            node = node[k]
-        del node[path[-1]]
-
-    return change
-
-
-def _set(path, value):
-    def change(d):
-        node = d
-        for k in path[:-1]:
-            node = node[k]
-        node[path[-1]] = value
-
-    return change
 
 
 CASES = [
@@ -242,3 +197,61 @@ layers: {select: "M-G*", kinds: {M: mamba, "-": mlp, G: gdn, "*": attn}}
     _CACHE.clear()
     with pytest.raises(KvcalcError, match=r"components.g.conv_kernel: must be at least 2"):
         load_model(str(p))
+
+
+# ---- regressions found in review (from tests/test_review_regressions.py) ----------------------------------
+@pytest.mark.parametrize(
+    "label, change, fragment",
+    [
+        ("huge heads", _set(["components", "idx", "dim"], 10**20), "components.idx.dim: 100000000000000000000 is implausibly large"),
+        ("huge state", _set(["components", "st", "shape"], [100000] * 4), "exceeds 8 EiB"),
+        ("huge layer count", _set(["layers"], [{"pattern": ["swa"], "layers": 10**9}]), "exceeds 10,000 layers"),
+        ("nested component list", _set(["layer_kinds", "swa"], [["win"]]), "layer_kinds.swa[0]: unknown component"),
+        ("display_name list", _set(["display_name"], [1, 2]), "display_name: must be a string"),
+        ("sources list", _set(["sources"], []), "sources: must be a mapping"),
+        ("bool select", _set(["layers"], {"select": [True, 4], "kinds": {1: "swa", 4: "c4a"}}), "layers.select[0]"),
+        ("wrapped name", _set(["name"], {"value": "toy", "source": "x"}), "name: must be a non-empty string"),
+        ("integer source", _set(["components", "c4", "source"], 7), "components.c4.source: must be a string"),
+    ],
+)
+def test_config_values_are_bounded_and_typed(tmp_path, cli, label, change, fragment):
+    path = write(tmp_path, mutate(change))
+    one_line_error(cli("estimate", path, "-c", "1M"), path, fragment)
+
+
+def test_unhashable_yaml_key(tmp_path, cli):
+    path = write(tmp_path, "? [a, b]\n: 1\n")
+    one_line_error(cli("estimate", path), path, "mapping key must be a plain value")
+
+
+def test_a_component_may_be_called_value(tmp_path, cli):
+    data = mutate(lambda d: d["components"].__setitem__("value", d["components"].pop("win")))
+    data["layer_kinds"] = {"c4a": ["value", "c4", "idx", "st"], "swa": ["value"]}
+    r = cli("estimate", write(tmp_path, data), "-c", "1024", "--json")
+    assert r.code == 0, r.err
+    assert r.json()[0]["total_bytes"] == 128 * 1024 + 3 * (128 * 1024 + 256 * 1024 + 256 * 256 + 65536)
+
+
+def test_kind_names_with_spaces(tmp_path, cli):
+    data = mutate(lambda d: d["layer_kinds"].__setitem__("window only", d["layer_kinds"].pop("swa")))
+    data["layers"] = ["window only", {"pattern": ["c4a"], "layers": 3}]
+    r = cli("estimate", write(tmp_path, data), "-c", "1024")
+    assert r.code == 0, r.err
+    assert "window only" in r.out
+
+
+def test_schema_and_loader_agree(tmp_path, cli):
+    """Every bad config the loader refuses for its shape, the schema refuses too; the cases the schema
+    cannot see (cross-references, ratios, format fit, unused kinds) are named here."""
+    import jsonschema
+
+    schema = cli("schema").json()
+    loader_only = {"ratio 1 compressed", "span not multiple", "rope > dim", "missing role", "format misfit",
+                   "unknown layer kind", "unknown component", "bad default", "select missing value", "unused kind"}
+    for label, change, _ in CASES:
+        data = mutate(change)
+        assert cli("estimate", write(tmp_path, data)).code == 2, label
+        if label in loader_only:
+            continue
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(yaml.safe_load(yaml.safe_dump(data)), schema)

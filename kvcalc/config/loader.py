@@ -9,135 +9,18 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import KvcalcError
-from .formats import StorageFormat, get_format
-from .paths import configs_dir
-from .specs import (CACHE_KINDS, CacheSpec, CompressorState, RecurrentState, required_fields,
-                    spec_fields)
-from .yamlio import load_yaml
-
-FORMAT_VERSION = 1
-
-TOP_KEYS = {
-    "kvcalc": "config format version (1)",
-    "name": "model name used on the command line",
-    "display_name": "human name",
-    "description": "one line on the architecture",
-    "sources": "mapping of short source names to URLs / citations",
-    "notes": "free text",
-    "max_context": "max_position_embeddings (tokens)",
-    "precisions": "precision name -> {role: storage format}",
-    "default_precision": "precision used when none is asked for",
-    "components": "component name -> cache spec",
-    "layer_kinds": "layer kind -> list of component names",
-    "layers": "the layer layout (list of kinds / patterns, or select + kinds)",
-    "mtp": "multi-token-prediction layers {layers: N, kind: K}",
-    "weights": "parameter counts by storage dtype {params: {dtype: N}, expert_params: {dtype: N}, source}",
-}
-
-#: bytes per weight parameter by storage dtype, as exact fractions (numerator, denominator): block scales
-#: included (fp8_block128: one fp32 scale per 128 x 128 block; mxfp4: one ue8m0 per 32; nvfp4: one e4m3
-#: per 16)
-WEIGHT_DTYPES: dict[str, tuple[int, int]] = {
-    "fp32": (4, 1), "bf16": (2, 1), "fp16": (2, 1), "fp8": (1, 1), "int8": (1, 1),
-    "fp8_block128": (128 * 128 + 4, 128 * 128), "mxfp4": (17, 32), "nvfp4": (9, 16),
-}
-
-
-@dataclass(frozen=True)
-class Weights:
-    """The model's weights: parameter counts by storage dtype; ``experts`` are the routed experts of a
-    mixture-of-experts model (expert parallelism shards them), ``dense`` everything else."""
-
-    dense: dict[str, int]
-    experts: dict[str, int]
-    source: str = ""
-
-    @staticmethod
-    def _bytes(params: dict[str, int]) -> int:
-        total = 0
-        for dtype, n in params.items():
-            num, den = WEIGHT_DTYPES[dtype]
-            total += -(-n * num // den)
-        return total
-
-    @property
-    def dense_bytes(self) -> int:
-        return self._bytes(self.dense)
-
-    @property
-    def expert_bytes(self) -> int:
-        return self._bytes(self.experts)
-
-    @property
-    def total_bytes(self) -> int:
-        return self.dense_bytes + self.expert_bytes
-
-    @property
-    def params(self) -> int:
-        return sum(self.dense.values()) + sum(self.experts.values())
-REQUIRED_TOP = ("kvcalc", "name", "precisions", "default_precision", "components", "layer_kinds", "layers")
-
-
-@dataclass(frozen=True)
-class Precision:
-    name: str
-    formats: dict[str, StorageFormat]  # role -> format
-    source: str = ""
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    display_name: str
-    description: str
-    path: str
-    sources: dict[str, str]
-    max_context: int | None
-    precisions: dict[str, Precision]
-    default_precision: str
-    components: dict[str, CacheSpec]
-    layer_kinds: dict[str, tuple[str, ...]]  # kind -> component names
-    layers: tuple[str, ...]  # kind of each main layer, index = layer number
-    mtp_layers: tuple[str, ...] = ()
-    weights: Weights | None = None
-    provenance: dict[str, str] = field(default_factory=dict, compare=False)
-
-    def precision(self, name: str | None, what: str = "precision") -> Precision:
-        name = name or self.default_precision
-        try:
-            return self.precisions[name]
-        except KeyError:
-            raise KvcalcError(
-                f"{what}: model {self.name} has no precision {name!r}; it declares: "
-                f"{', '.join(self.precisions)}", param=what
-            ) from None
-
-    def kind_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for k in self.layers:
-            counts[k] = counts.get(k, 0) + 1
-        return counts
-
-    def layout_text(self) -> str:
-        """'30 c4a + 31 c128a' in the order kinds first appear... sorted by kind order in layer_kinds."""
-        counts = self.kind_counts()
-        return " + ".join(f"{counts[k]} {k}" for k in self.layer_kinds if k in counts)
-
+from ..errors import KvcalcError
+from ..formats import get_format
+from ..specs import CACHE_KINDS, CacheSpec, CompressorState, RecurrentState, required_fields, spec_fields
+from ..yamlio import load_yaml
+from .model import WEIGHT_DTYPES, ModelSpec, Precision, Weights
+from .registry import config_names, config_path, shipped_name
+from .schema import FORMAT_VERSION, MAX_INT, MAX_LAYERS, MAX_PARAMS, MAX_TEXT, REQUIRED_TOP, TOP_KEYS
 
 # ---- value helpers -------------------------------------------------------------------------------------
-#: Integers beyond this are typos (no model has a 2^40-wide head or 2^40 layers of anything).
-MAX_INT = 1 << 40
-#: Parameter counts beyond this (10^15) are typos.
-MAX_PARAMS = 10**15
-#: No architecture has more layers than this; a bigger layout is a typo that would take minutes to expand.
-MAX_LAYERS = 10_000
-
-
 class _Ctx:
     """Reading helpers that know the file and field they are in.
 
@@ -224,9 +107,6 @@ class _Ctx:
         source = self.text(data["source"], f"{where}.source")
         self.provenance[where] = source
         return source
-
-
-MAX_TEXT = 65_536  # characters in one free-text field (description, source, note): a page, not a book
 
 
 def _typename(value: Any) -> str:
@@ -384,8 +264,8 @@ def _weights(ctx: _Ctx, raw: Any) -> Weights:
     return Weights(dense=out[0], experts=out[1], source=source)
 
 
-def parse_model(data: Any, path: str) -> ModelSpec:
-    ctx = _Ctx(path)
+def _header(ctx: _Ctx, data: Any) -> tuple[str, dict[str, str], int | None]:
+    """The top level's shape and version; the name, free texts, sources and max_context."""
     if not isinstance(data, dict):
         raise ctx.err("", f"the top level must be a mapping, got {_typename(data)}")
     ctx.keys(data, "", TOP_KEYS, REQUIRED_TOP)
@@ -401,8 +281,11 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         raise ctx.err("sources", f"must be a mapping of names to citations, got {_typename(sources_raw)}")
     sources = {str(k): ctx.text(v, f"sources.{k}") for k, v in sources_raw.items()}
     max_context = ctx.integer(data["max_context"], "max_context") if "max_context" in data else None
+    return name, sources, max_context
 
-    comp_raw = ctx.mapping(data["components"], "components")
+
+def _components(ctx: _Ctx, raw: Any) -> dict[str, CacheSpec]:
+    comp_raw = ctx.mapping(raw, "components")
     if not comp_raw:
         raise ctx.err("components", "must declare at least one component")
     components = {ctx.name(k, f"components.{k}"): _component(ctx, k, v) for k, v in comp_raw.items()}
@@ -414,8 +297,11 @@ def parse_model(data: Any, path: str) -> ModelSpec:
                 components[cname] = comp.resolve(components[target], where)
             except KvcalcError as exc:
                 raise KvcalcError(f"{ctx.path}: {exc}") from None
+    return components
 
-    kinds_raw = ctx.mapping(data["layer_kinds"], "layer_kinds")
+
+def _layer_kinds(ctx: _Ctx, raw: Any, components: dict[str, CacheSpec]) -> dict[str, tuple[str, ...]]:
+    kinds_raw = ctx.mapping(raw, "layer_kinds")
     if not kinds_raw:
         raise ctx.err("layer_kinds", "must declare at least one layer kind")
     kinds: dict[str, tuple[str, ...]] = {}
@@ -429,19 +315,25 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         if len(set(comps)) != len(comps):
             raise ctx.err(where, "lists a component twice")
         kinds[kname] = tuple(comps)
+    return kinds
 
-    layers = _layers(ctx, data["layers"], kinds)
 
-    mtp: tuple[str, ...] = ()
-    if "mtp" in data:
-        m = ctx.mapping(data["mtp"], "mtp")
-        ctx.keys(m, "mtp", {"layers", "kind", "source", "note"}, ["layers", "kind"])
-        ctx.note_source(m, "mtp")
-        n = ctx.integer(m["layers"], "mtp.layers", minimum=0)
-        if n > MAX_LAYERS:
-            raise ctx.err("mtp.layers", f"more than {MAX_LAYERS:,} layers")
-        mtp = (_ref(ctx, m["kind"], "mtp.kind", kinds, "layer kind"),) * n
+def _mtp(ctx: _Ctx, data: dict, kinds: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    if "mtp" not in data:
+        return ()
+    m = ctx.mapping(data["mtp"], "mtp")
+    ctx.keys(m, "mtp", {"layers", "kind", "source", "note"}, ["layers", "kind"])
+    ctx.note_source(m, "mtp")
+    n = ctx.integer(m["layers"], "mtp.layers", minimum=0)
+    if n > MAX_LAYERS:
+        raise ctx.err("mtp.layers", f"more than {MAX_LAYERS:,} layers")
+    return (_ref(ctx, m["kind"], "mtp.kind", kinds, "layer kind"),) * n
 
+
+def _used_precisions(ctx: _Ctx, data: dict, components: dict[str, CacheSpec], kinds: dict[str, tuple[str, ...]],
+                     layers: tuple[str, ...], mtp: tuple[str, ...]) -> tuple[dict[str, Precision], str]:
+    """Every layer kind used; the precisions, each giving a format for every role the used components store
+    in; the default precision among them."""
     used = {c for k in set(layers) | set(mtp) for c in kinds[k]}
     roles = {components[c].storage for c in used
              if components[c].per_token or (isinstance(components[c], RecurrentState) and components[c].dtype is None)}
@@ -452,7 +344,17 @@ def parse_model(data: Any, path: str) -> ModelSpec:
     default = ctx.name(data["default_precision"], "default_precision")
     if default not in precisions:
         raise ctx.err("default_precision", f"{default!r} is not among precisions ({', '.join(precisions)})")
+    return precisions, default
 
+
+def parse_model(data: Any, path: str) -> ModelSpec:
+    ctx = _Ctx(path)
+    name, sources, max_context = _header(ctx, data)
+    components = _components(ctx, data["components"])
+    kinds = _layer_kinds(ctx, data["layer_kinds"], components)
+    layers = _layers(ctx, data["layers"], kinds)
+    mtp = _mtp(ctx, data, kinds)
+    precisions, default = _used_precisions(ctx, data, components, kinds, layers, mtp)
     weights = _weights(ctx, data["weights"]) if "weights" in data else None
     return ModelSpec(
         weights=weights,
@@ -473,10 +375,6 @@ def parse_model(data: Any, path: str) -> ModelSpec:
 
 
 # ---- lookup --------------------------------------------------------------------------------------------
-def config_names() -> list[str]:
-    return sorted(p.stem for p in configs_dir().glob("*.yaml"))
-
-
 _CACHE: dict[str, ModelSpec] = {}
 
 
@@ -487,7 +385,7 @@ def as_model(model, what: str = "model") -> ModelSpec:
 
 def load_model(name_or_path: str, what: str = "model") -> ModelSpec:
     """A shipped config by name (``deepseek-v4-pro``), any YAML file by path, or a Hugging Face
-    ``config.json`` (or a folder holding one: imported by :mod:`kvcalc.importhf`). ``what`` names the
+    ``config.json`` (or a folder holding one: imported by :mod:`kvcalc.config.hf`). ``what`` names the
     argument in error messages."""
     if not isinstance(name_or_path, (str, os.PathLike)) or isinstance(name_or_path, bytes):
         raise KvcalcError(f"{what}: expected a model name or a path, got {type(name_or_path).__name__}", param=what)
@@ -510,20 +408,17 @@ def load_model(name_or_path: str, what: str = "model") -> ModelSpec:
 def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
     looks_like_path = key.endswith((".yaml", ".yml", ".json")) or "/" in key or os.sep in key
     if not looks_like_path:  # a shipped name wins over a same-named file here, and case does not matter
-        shipped = {n.lower(): n for n in config_names()}
-        name = shipped.get(key.lower())
+        name = shipped_name(key)
         if name is not None:
             if candidate.exists():
                 import sys
 
                 print(f"kvcalc: note: {what}: {key!r} is the shipped config {name}; the file ./{key} here was "
                       f"not read (write ./{key} to read it)", file=sys.stderr)
-            model = parse_model(load_yaml(configs_dir() / f"{name}.yaml"), str(configs_dir() / f"{name}.yaml"))
+            model = parse_model(load_yaml(config_path(name)), str(config_path(name)))
             _CACHE[key] = model
             return model
     if key.endswith(".json") or (candidate.is_dir() and (candidate / "config.json").is_file()):
-        from .importhf import load_hf  # a Hugging Face config.json, imported on the fly
-
         if not candidate.exists():
             raise KvcalcError(f"{what}: no such config file {key!r}", param=what)
         model = load_hf(candidate)
@@ -536,7 +431,7 @@ def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
         if not path.is_file():
             raise KvcalcError(f"{what}: no such config file {key!r}", param=what)
     else:
-        path = configs_dir() / f"{key}.yaml"
+        path = config_path(key)
         if not path.is_file():
             names = config_names()
             close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
@@ -547,79 +442,9 @@ def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
     return model
 
 
-# ---- JSON Schema -----------------------------------------------------------------------------------------
-def json_schema() -> dict:
-    """A JSON Schema for the config format, built from the same tables the loader enforces (for editors and
-    other tools; the loader's own checks go further: cross-references, ratios, format fit)."""
-    from .formats import FORMATS
+def load_hf(path: str | Path, name: str | None = None) -> ModelSpec:
+    """The ModelSpec of a config.json (or a directory holding one), through the same loader as YAML files."""
+    from .hf import import_config, read_config  # imported on the fly: only a config.json needs the importer
 
-    def sourced(schema: dict) -> dict:
-        return {"anyOf": [schema, {"type": "object", "properties": {"value": schema, "source": {"type": "string"},
-                                                                    "note": {"type": "string"}},
-                                   "required": ["value"], "additionalProperties": False}]}
-
-    integer = {"type": "integer", "minimum": 1, "maximum": MAX_INT}
-    json_types = {"int": sourced(integer), "int | None": sourced(integer), "bool": sourced({"type": "boolean"}),
-                  "str": {"type": "string", "minLength": 1}, "str | None": {"type": "string", "minLength": 1},
-                  "tuple[int, ...]": sourced({"type": "array", "items": integer, "minItems": 1})}
-    components = []
-    for kind, cls in CACHE_KINDS.items():
-        types = spec_fields(cls)
-        if not cls.per_token:
-            types.pop("storage", None)
-        props = {k: json_types[t] for k, t in types.items()}
-        if "rope_dim" in props:
-            props["rope_dim"] = sourced(dict(integer, minimum=0))
-        for key in ("dtype", "ssm_dtype"):
-            if key in props:
-                props[key] = {"enum": sorted(FORMATS)}
-        props.update(cache={"const": kind}, source={"type": "string"}, note={"type": "string"})
-        components.append({"type": "object", "properties": props, "additionalProperties": False,
-                           "required": ["cache", *sorted(required_fields(cls) - {"storage"})]})
-    layer_item = {"anyOf": [{"type": "string"}, {"type": "object", "properties": {
-        "pattern": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
-        "layers": sourced({"type": "integer", "minimum": 1, "maximum": MAX_LAYERS}), "source": {"type": "string"},
-        "note": {"type": "string"}},
-        "required": ["pattern", "layers"], "additionalProperties": False}]}
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "kvcalc model config (format version 1)",
-        "type": "object",
-        "additionalProperties": False,
-        "required": list(REQUIRED_TOP),
-        "properties": {
-            "kvcalc": {"const": FORMAT_VERSION},
-            "name": {"type": "string", "minLength": 1},
-            "display_name": {"type": "string"},
-            "description": {"type": "string"},
-            "notes": {"type": "string"},
-            "sources": {"type": "object", "additionalProperties": {"type": "string"}},
-            "max_context": sourced(integer),
-            "precisions": {"type": "object", "minProperties": 1, "additionalProperties": {
-                "type": "object", "additionalProperties": {"enum": sorted(FORMATS)},
-                "properties": {"source": {"type": "string"}, "note": {"type": "string"}}}},
-            "default_precision": {"type": "string"},
-            "components": {"type": "object", "minProperties": 1, "additionalProperties": {"anyOf": components}},
-            "layer_kinds": {"type": "object", "minProperties": 1,
-                            "additionalProperties": {"type": "array", "items": {"type": "string"}}},
-            "layers": {"anyOf": [
-                {"type": "array", "items": layer_item, "minItems": 1},
-                {"type": "object", "additionalProperties": False, "required": ["select", "kinds"], "properties": {
-                    "select": sourced({"anyOf": [{"type": "array", "minItems": 1, "maxItems": MAX_LAYERS,
-                                                  "items": {"type": ["integer", "string"]}},
-                                                 {"type": "string", "minLength": 1, "maxLength": MAX_LAYERS}]}),
-                    "kinds": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "source": {"type": "string"}, "note": {"type": "string"}}},
-            ]},
-            "weights": {"type": "object", "additionalProperties": False, "required": ["params"], "properties": {
-                "params": {"type": "object", "propertyNames": {"enum": sorted(WEIGHT_DTYPES)},
-                           "additionalProperties": sourced({"type": "integer", "minimum": 1, "maximum": MAX_PARAMS})},
-                "expert_params": {"type": "object", "propertyNames": {"enum": sorted(WEIGHT_DTYPES)},
-                                  "additionalProperties": sourced({"type": "integer", "minimum": 1,
-                                                                   "maximum": MAX_PARAMS})},
-                "source": {"type": "string"}, "note": {"type": "string"}}},
-            "mtp": {"type": "object", "additionalProperties": False, "required": ["layers", "kind"], "properties": {
-                "layers": sourced({"type": "integer", "minimum": 0, "maximum": MAX_LAYERS}), "kind": {"type": "string"},
-                "source": {"type": "string"}, "note": {"type": "string"}}},
-        },
-    }
+    data, file = read_config(path)
+    return parse_model(import_config(data, file, name), file)

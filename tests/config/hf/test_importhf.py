@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvcalc.config import load_model
+from kvcalc.config import load_hf, load_model
+from kvcalc.config.hf import import_config, read_config
 from kvcalc.errors import KvcalcError
 from kvcalc.estimate import estimate
-from kvcalc.importhf import import_config, load_hf, read_config
 
-HF = Path(__file__).parent / "fixtures" / "hf"
+HF = Path(__file__).parents[2] / "fixtures" / "hf"
 K = 4096  # context for the per-model figures
 
 
@@ -511,7 +511,9 @@ def test_storage_line_names_state_with_its_own_dtype(tmp_path):
     # says so, since the narrow layout drops the format column
     spec = _load(tmp_path, KIMI_LINEAR)
     e = estimate(spec, [4096])
-    assert e.formats_text() == "kv: bf16 (1,152 B/entry); state: bf16 (kda: bf16 conv + fp32 ssm)"
+    from kvcalc.present.estimate import formats_text
+
+    assert formats_text(e) == "kv: bf16 (1,152 B/entry); state: bf16 (kda: bf16 conv + fp32 ssm)"
 
 
 def test_gemma2_9b_it_verbatim():

@@ -1,0 +1,94 @@
+"""model_type -> the mapper of its family (``DISPATCH``), and ``import_config``: a Hugging Face config as a
+kvcalc config, the parts every family shares (name, sources, max_context, default precision) written here."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Callable
+
+from .deepseek_v4 import import_v4
+from .falcon_h1 import import_falcon_h1
+from .fields import _Fields, _fail
+from .gqa import import_gqa
+from .jamba import import_jamba
+from .kimi_linear import import_kimi_linear
+from .llama4 import import_llama4
+from .minimax import import_minimax
+from .mla import import_dsa, import_mla
+from .nemotron_h import import_nemotron_h
+from .qwen3_next import import_qwen3_next
+
+#: A family's mapper: the config's fields and its model_type -> the body of the kvcalc config (description,
+#: precisions, components, layer_kinds, layers, and mtp where the model has MTP layers).
+Mapper = Callable[[_Fields, str], dict]
+
+DISPATCH: dict[str, Mapper] = {
+    # full / sliding-window attention (GQA, MQA, MHA)
+    "llama": import_gqa, "mistral": import_gqa, "mixtral": import_gqa, "qwen2": import_gqa, "qwen2_moe": import_gqa,
+    "qwen3": import_gqa, "qwen3_moe": import_gqa, "phi3": import_gqa, "gemma": import_gqa, "gemma2": import_gqa,
+    "gemma3": import_gqa, "gemma3_text": import_gqa, "gpt_oss": import_gqa,
+    # MLA
+    "deepseek_v2": import_mla, "deepseek_v3": import_mla, "kimi_k2": import_mla,
+    # MLA + indexer (DSA)
+    "deepseek_v32": import_dsa, "glm_moe_dsa": import_dsa,
+    # DeepSeek V4
+    "deepseek_v4": import_v4,
+    # hybrids with fixed recurrent state
+    "qwen3_next": import_qwen3_next, "qwen3_5": import_qwen3_next, "qwen3_5_text": import_qwen3_next,
+    "nemotron_h": import_nemotron_h,
+    "jamba": import_jamba,
+    "falcon_h1": import_falcon_h1,
+    "minimax": import_minimax, "minimax_m1": import_minimax,
+    "kimi_linear": import_kimi_linear,
+    # chunked local attention
+    "llama4": import_llama4, "llama4_text": import_llama4,
+}
+SUPPORTED = sorted(DISPATCH)
+
+_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def model_type(fields: _Fields) -> str:
+    mt = fields.cfg.get("model_type") or fields.top.get("model_type")
+    if not isinstance(mt, str) or not mt:
+        raise _fail(f"{fields.file}: model_type: missing; kvcalc reads the family from it (supported: "
+                    f"{', '.join(SUPPORTED)})")
+    return mt
+
+
+def _name_for(fields: _Fields, name: str | None) -> str:
+    if name is None:  # the checkpoint's own name, else the hub cache's repo, else the file's (a folder's)
+        f = Path(fields.file)
+        hub = f.parent.parent.parent.name if f.parent.parent.name == "snapshots" else ""
+        repo = hub.split("--")[-1] if hub.startswith("models--") else ""  # models--Org--Name/snapshots/<sha>/
+        raw = (fields.top.get("_name_or_path") or repo or (f.parent.name if f.name == "config.json" else f.stem)
+               or "imported")
+        name = str(raw).rstrip("/").split("/")[-1].lower()
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "imported-model"
+    if not _NAME_OK.match(name):
+        raise _fail(f"name: {name!r} is not a usable model name (letters, digits, . _ -; at most 100)")
+    return name
+
+
+def import_config(data: dict, file: str = "config.json", name: str | None = None) -> dict:
+    """The kvcalc config (a dict ready for YAML) for a Hugging Face config."""
+    fields = _Fields(data, file)
+    mt = model_type(fields)
+    mapper = DISPATCH.get(mt)
+    if mapper is None:
+        raise _fail(f"{file}: model_type: {mt!r} is not a family kvcalc imports (supported: {', '.join(SUPPORTED)})")
+    body = mapper(fields, mt)
+    nm = _name_for(fields, name)
+    out: dict = {"kvcalc": 1, "name": nm, "display_name": nm, "description": body.pop("description")}
+    out["sources"] = {"config.json": f"{file} (model_type {mt}; imported by kvcalc import-hf)"}
+    if fields.has("max_position_embeddings"):
+        mp = fields.raw("max_position_embeddings")
+        if isinstance(mp, (int, float)) and not isinstance(mp, bool) and math.isfinite(mp) and 1 <= mp <= 1 << 40:
+            out["max_context"] = {"value": int(mp), "source": fields.src("max_position_embeddings")}
+    out["precisions"] = body.pop("precisions")
+    dtype = fields.raw("torch_dtype") or fields.raw("dtype") or fields.top.get("torch_dtype")
+    out["default_precision"] = "fp16" if dtype == "float16" and "fp16" in out["precisions"] else "bf16"
+    out.update(body)
+    return out

@@ -1,0 +1,28 @@
+"""Falcon-H1 (falcon_h1): attention and Mamba-2 side by side in every layer."""
+
+from __future__ import annotations
+
+from .fields import _Fields, _attention, _hybrid_precisions
+
+
+def import_falcon_h1(fields: _Fields, mt: str) -> dict:
+    n = fields.int("num_hidden_layers")
+    hidden = fields.int("hidden_size")
+    if fields.has("mamba_d_ssm"):
+        inter = fields.value("mamba_d_ssm")
+    else:
+        e = fields.int("mamba_expand")
+        inter = {"value": e * hidden, "source": f"{fields.src('mamba_expand')} {e} x hidden_size {hidden}"}
+    comps = {
+        "attention": _attention(fields),
+        "mamba": {"cache": "mamba2", "heads": fields.value("mamba_n_heads"), "head_dim": fields.value("mamba_d_head"),
+                  "state_size": fields.value("mamba_d_state"), "groups": fields.value("mamba_n_groups"),
+                  "conv_kernel": fields.value("mamba_d_conv"), "intermediate": inter},
+    }
+    return {
+        "description": f"{n} layers, each with attention and a Mamba-2 mixer side by side",
+        "precisions": _hybrid_precisions(), "components": comps,
+        "layer_kinds": {"hybrid": ["attention", "mamba"]},
+        "layers": [{"pattern": ["hybrid"], "layers": {"value": n, "source": fields.src("num_hidden_layers")},
+                    "note": "Falcon-H1: attention and Mamba-2 run in parallel in every layer"}],
+    }

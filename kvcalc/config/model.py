@@ -1,0 +1,97 @@
+"""The model types a config becomes: ModelSpec, its precisions and its weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import KvcalcError
+from ..formats import StorageFormat
+from ..specs import CacheSpec
+
+#: bytes per weight parameter by storage dtype, as exact fractions (numerator, denominator): block scales
+#: included (fp8_block128: one fp32 scale per 128 x 128 block; mxfp4: one ue8m0 per 32; nvfp4: one e4m3
+#: per 16)
+WEIGHT_DTYPES: dict[str, tuple[int, int]] = {
+    "fp32": (4, 1), "bf16": (2, 1), "fp16": (2, 1), "fp8": (1, 1), "int8": (1, 1),
+    "fp8_block128": (128 * 128 + 4, 128 * 128), "mxfp4": (17, 32), "nvfp4": (9, 16),
+}
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The model's weights: parameter counts by storage dtype; ``experts`` are the routed experts of a
+    mixture-of-experts model (expert parallelism shards them), ``dense`` everything else."""
+
+    dense: dict[str, int]
+    experts: dict[str, int]
+    source: str = ""
+
+    @staticmethod
+    def _bytes(params: dict[str, int]) -> int:
+        total = 0
+        for dtype, n in params.items():
+            num, den = WEIGHT_DTYPES[dtype]
+            total += -(-n * num // den)
+        return total
+
+    @property
+    def dense_bytes(self) -> int:
+        return self._bytes(self.dense)
+
+    @property
+    def expert_bytes(self) -> int:
+        return self._bytes(self.experts)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.dense_bytes + self.expert_bytes
+
+    @property
+    def params(self) -> int:
+        return sum(self.dense.values()) + sum(self.experts.values())
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    formats: dict[str, StorageFormat]  # role -> format
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    display_name: str
+    description: str
+    path: str
+    sources: dict[str, str]
+    max_context: int | None
+    precisions: dict[str, Precision]
+    default_precision: str
+    components: dict[str, CacheSpec]
+    layer_kinds: dict[str, tuple[str, ...]]  # kind -> component names
+    layers: tuple[str, ...]  # kind of each main layer, index = layer number
+    mtp_layers: tuple[str, ...] = ()
+    weights: Weights | None = None
+    provenance: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def precision(self, name: str | None, what: str = "precision") -> Precision:
+        name = name or self.default_precision
+        try:
+            return self.precisions[name]
+        except KeyError:
+            raise KvcalcError(
+                f"{what}: model {self.name} has no precision {name!r}; it declares: "
+                f"{', '.join(self.precisions)}", param=what
+            ) from None
+
+    def kind_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for k in self.layers:
+            counts[k] = counts.get(k, 0) + 1
+        return counts
+
+    def layout_text(self) -> str:
+        """'30 c4a + 31 c128a' in the order kinds first appear... sorted by kind order in layer_kinds."""
+        counts = self.kind_counts()
+        return " + ".join(f"{counts[k]} {k}" for k in self.layer_kinds if k in counts)
