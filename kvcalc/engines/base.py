@@ -1,0 +1,227 @@
+"""What an engine is: the interface every engine profile implements, and the pieces they share.
+
+An engine turns a model's cache specs into a :class:`kvcalc.plan.PoolPlan` the way one serving engine, at
+one pinned version, lays its caches out; it says how much device memory becomes the cache budget, what it
+refuses (with the engine's own message), what it notes, and which start-up log lines it prints. Everything
+engine-specific lives in the engine's folder (``kvcalc/engines/NAME/``); the rest of kvcalc asks the engine
+through this interface and never names an engine's settings.
+
+Options are declared once, by the engine (:class:`Option`): the command line builds its flags from them and
+maps a library parameter back to the engine's own flag in messages.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..errors import KvcalcError
+from ..units import GIB
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import ModelSpec
+    from ..hardware import GPU
+    from ..pool import PoolPlan
+
+
+@dataclass(frozen=True)
+class Option:
+    """One engine setting a user may set: the settings field (``name``), the engine's own flag and help
+    text, the commands that take it, and its type. ``default=None`` on the command line means "the engine's
+    default" (which may depend on the GPU or the model: :meth:`Engine.settings`)."""
+
+    name: str
+    flag: str
+    help: str
+    type: type = int
+    commands: tuple[str, ...] = ("capacity",)
+    choices: tuple[str, ...] = ()
+    negative: str | None = None  # a boolean's off flag, e.g. --no-async-scheduling
+    cli_default: Any = None  # shown on the command line when the default is fixed (booleans)
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def check(self, value: Any) -> Any:
+        """The value, checked against choices and bounds (the message names the parameter)."""
+        if value is None:
+            return None
+        if self.choices and value not in self.choices:
+            raise KvcalcError(f"{self.name}: choose one of {', '.join(self.choices)}, got {value!r}"[:200],
+                              param=self.name)
+        if self.minimum is not None and self.maximum is not None and self.type in (int, float):
+            ok = value == value and self.minimum <= value <= self.maximum
+            if not ok:
+                raise KvcalcError(f"{self.name}: must be from {_num(self.minimum)} to {_num(self.maximum)}, got "
+                                  f"{value}", param=self.name)
+        return value
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+@dataclass(frozen=True)
+class BudgetStep:
+    """One line of how a device's memory becomes the engine's request: a label, its bytes, and the engine
+    option it comes from (the renderer names the option's flag)."""
+
+    label: str
+    bytes: int
+    option: str | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the engine asks of one GPU before weights and kvcalc's reserve come off."""
+
+    requested_bytes: int
+    steps: tuple[BudgetStep, ...]
+    formula: str  # '0.92 x 139.81 GiB', for the refusal when nothing is left
+    json: dict = field(default_factory=dict)  # the engine's own budget figures, by their names
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A sentence the capacity renderer prints under the group table: the engine's reason for a figure."""
+
+    text: str
+
+
+class Engine(ABC):
+    """One serving engine at one pinned version."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    summary: ClassVar[str]  # one line for `--engine` help and the engines list
+    title: ClassVar[str]  # 'vLLM 0.33.0': how the output names it
+    Settings: ClassVar[type]  # a frozen dataclass; every field has a default
+    options: ClassVar[tuple[Option, ...]] = ()
+    paged: ClassVar[bool] = True  # the engine has a block pool that verify can allocate
+    logs: ClassVar[Any] = None  # a LogReader (kvcalc.engines.logs) when the engine's start-up log can be read
+    budget_keys: ClassVar[tuple[str, ...]] = ()  # the names in Budget.json (null in JSON when the pool is given)
+
+    # ---- settings ---------------------------------------------------------------------------------------
+    def settings(self, values: dict | None = None, *, gpu: "GPU | None" = None, model: "ModelSpec | None" = None):
+        """The engine's settings from user values (None or missing: the engine's default, which may depend on
+        ``gpu`` and ``model``). Unknown names are refused."""
+        known = {f.name for f in fields(self.Settings)}
+        given = {k: v for k, v in (values or {}).items() if v is not None}
+        for k in given:
+            if k not in known:
+                raise KvcalcError(f"{k}: not a setting of the {self.name} engine", param=k)
+        by_name = {o.name: o for o in self.options}
+        for k, v in given.items():
+            if k in by_name:
+                by_name[k].check(v)
+        return self.Settings(**self.defaults(given, gpu=gpu, model=model), **given)
+
+    def defaults(self, given: dict, *, gpu=None, model=None) -> dict:
+        """Defaults that depend on the device or the model, for settings the user did not give."""
+        return {}
+
+    def with_pp(self, settings, pp: int):
+        """The settings with ``pp`` pipeline stages, where the engine's settings carry the stage count."""
+        if "pp" in {f.name for f in fields(settings)} and settings.pp != pp:
+            return replace(settings, pp=pp)
+        return settings
+
+    def option(self, name: str) -> Option | None:
+        return next((o for o in self.options if o.name == name), None)
+
+    # ---- plans ------------------------------------------------------------------------------------------
+    def check_tp(self, model: "ModelSpec", tp: int) -> None:
+        """Refuse a tensor-parallel size the engine cannot shard this model over."""
+        check_kv_heads_split(model, tp)
+
+    def pp_stages(self, num_layers: int, pp: int) -> list[range]:
+        """The layers of each pipeline stage."""
+        return even_stages(num_layers, pp)
+
+    @abstractmethod
+    def plan(self, job: "PlanJob") -> "PoolPlan":
+        """The pool plan of one rank."""
+
+    def refusal(self, plan: "PoolPlan", pool: int) -> str:
+        """The engine's message when one request does not fit in ``pool`` bytes."""
+        best = plan.max_context(pool)
+        est = f" Based on the available memory, the estimated maximum model length is {best}." if best > 0 else ""
+        return (f"{plan.model}: one request at {plan.context:,} tokens needs {plan.per_request_bytes:,} B of KV "
+                f"cache, more than the {pool:,} B pool.{est}")
+
+    def explain(self, plan: "PoolPlan", num_blocks: int) -> list[str]:
+        """Sentences on how the engine reserves and counts (printed under the capacity table)."""
+        return []
+
+    def log_line(self, plan: "PoolPlan", num_blocks: int) -> str | None:
+        """The line the engine logs for this pool at start-up (None: it logs none kvcalc models)."""
+        return None
+
+    # ---- memory budget ----------------------------------------------------------------------------------
+    def budget(self, settings, gpu: "GPU") -> Budget:
+        """How one GPU's memory becomes what the engine may use (weights and reserve come off it)."""
+        raise KvcalcError(f"engine: the {self.name} engine has no memory budget rule; give the KV pool directly "
+                          "(kv_memory)", param="engine")
+
+
+@dataclass(frozen=True)
+class PlanJob:
+    """Everything :meth:`Engine.plan` needs, gathered once by :func:`kvcalc.plan.plan`."""
+
+    model: "ModelSpec"
+    precision: Any  # the model's Precision
+    context: int
+    settings: Any
+    mtp: bool
+    tp: int
+    stage_layers: frozenset[int]
+    analytic: dict  # (layer, component) -> exact bytes this rank holds at ``context``
+    analytic_at: Any  # ctx -> that dict at another context
+
+    @property
+    def total(self) -> int:
+        return sum(self.analytic.values())
+
+
+# ---- shared rules --------------------------------------------------------------------------------------------
+def check_kv_heads_split(model: "ModelSpec", tp: int) -> None:
+    """KV heads shard over TP ranks: the heads must divide by tp, or tp by the heads (then each rank holds a
+    replica of one head; vLLM model_executor/layers/linear.py QKVParallelLinear, SGLang alike). Latent caches
+    are replicated whole on every rank."""
+    from ..specs import FullAttention
+
+    for comp in model.components.values():
+        if isinstance(comp, FullAttention):
+            h = comp.kv_heads
+            if (h >= tp and h % tp) or (h < tp and tp % h):
+                raise KvcalcError(
+                    f"tp: {tp} ranks cannot split the {h} KV heads of component {comp.name} (the heads must "
+                    f"divide by tp, or tp by the heads)", param="tp"
+                )
+
+
+def even_stages(num_layers: int, pp: int) -> list[range]:
+    """num_layers // pp per stage, the remainder added one layer each to the stages before the last
+    (vLLM distributed/utils.py get_pp_indices: partitions[-2], partitions[-3], ...)."""
+    if pp > num_layers:
+        raise KvcalcError(f"pp: {pp} pipeline stages for {num_layers} layers leaves a stage empty", param="pp")
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    out, start = [], 0
+    for n in sizes:
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+def fraction_budget(gpu: "GPU", fraction: float, option: str) -> Budget:
+    """``ceil(total * fraction)``: what an engine that takes a fraction of the device's total memory asks for
+    (vLLM v1/worker/gpu_worker.py determine_available_memory)."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not math.isfinite(fraction) \
+            or not 0 < fraction <= 1:
+        raise KvcalcError(f"{option}: must be a fraction in (0, 1], got {fraction!r}", param=option)
+    requested = math.ceil(gpu.memory_bytes * float(fraction))
+    return Budget(requested, (BudgetStep(f"x {fraction:g} utilisation", requested, option),),
+                  f"{fraction:g} x {gpu.memory_bytes / GIB:.2f} GiB", {option: fraction})

@@ -1,0 +1,105 @@
+"""vLLM 0.33's defaults and the settings kvcalc models (paths under ``vllm/`` of the 0.33.0 wheel)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import KvcalcError
+from ...specs import GatedDeltaNetState
+from ...units import GIB
+
+NAME = "vllm"
+VERSION = "0.33.0"
+
+#: DeepSeek V4 pages are rounded up to a multiple of this with the fp8_ds_mla cache dtype, 512 otherwise
+#: (models/deepseek_v4/attention.py DeepseekV4Attention.get_kv_cache_spec; v1/attention/backends/mla/
+#: sparse_swa.py DeepseekV4SWACache, "packed_page_alignment: int = 576"; 512 for FlashInfer sparse).
+V4_PAGE_ALIGNMENT = 576
+V4_PLAIN_ALIGNMENT = 512
+#: block sizes (tokens) the backends declare (get_supported_kernel_block_sizes) and the layers fix
+FLASH_ATTENTION_BLOCK = 16  # v1/attention/backends/flash_attn.py: MultipleOf(16); config/cache.py DEFAULT_BLOCK_SIZE
+FLASHMLA_BLOCK = 64  # v1/attention/backends/mla/flashmla.py [64]; mla/indexer.py (V3.2 indexer, CUDA) [64]
+V4_BLOCK = 256  # models/deepseek_v4/sparse_mla.py [256]; mla/indexer.py (V4 indexer) [256]
+V4_SWA_BLOCK = 64  # sparse_swa.py DeepseekV4SWACache(block_size=64), not settable from the CLI
+#: compressor state blocks: 4 tokens for ratio 4, 8 otherwise (models/deepseek_v4/compressor.py CompressorStateCache)
+V4_STATE_BLOCK = {4: 4}
+V4_STATE_BLOCK_DEFAULT = 8
+#: the DSA indexer K cache is always quantised; "auto" means fp8 (132 B), mxfp4 (68 B) is opt-in
+#: (v1/attention/backends/mla/indexer.py DSA_INDEXER_KV_DTYPES, dsa_indexer_uses_fp4)
+INDEXER_DTYPES = {"fp8": "fp8_indexer", "mxfp4": "fp4_indexer"}
+DEFAULT_INDEXER_DTYPE = "fp8"
+#: config/cache.py CacheConfig.gpu_memory_utilization
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+#: async scheduling is on by default (config/vllm.py, async_scheduling None -> True for the multiproc and
+#: uniproc executors, no pooling, PP = 1 on the V1 runner)
+DEFAULT_ASYNC_SCHEDULING = True
+#: prefix caching is on by default (config/cache.py CacheConfig.enable_prefix_caching), which puts hybrid
+#: models' Mamba-style state in "align" mode (model_executor/models/config.py MambaModelConfig)
+DEFAULT_PREFIX_CACHING = True
+#: v1/attention/backends/gdn_attn.py: FlashInfer's GDN prefill exports mid-prefill states on a 64-token grid
+FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
+#: model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend ("auto"): FlashInfer
+#: on Hopper; on Blackwell when head_k_dim is 128 and the CUDA runtime is 13 or newer; Triton (FLA) elsewhere
+HOPPER_GPUS = ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "h20")
+BLACKWELL_GPUS = ("b200", "gb200", "rtx-5090")
+#: the GDN prefill kernels kvcalc tells apart: only FlashInfer's exports mid-prefill checkpoints
+GDN_PREFILL_BACKENDS = ("flashinfer", "triton")
+
+
+def default_max_num_batched_tokens(total_memory_bytes: int | None, device_name: str = "") -> int:
+    """``vllm serve``'s default (engine/arg_utils.py EngineArgs.get_batch_defaults, OPENAI_API_SERVER):
+    16384 on devices of at least 160 GiB, 8192 from 70 GiB unless the device is an A100, else 2048.
+    Without a device: 8192, the H100 / H200 figure."""
+    if total_memory_bytes is None:
+        return 8192
+    if total_memory_bytes >= 160 * GIB:
+        return 16384
+    if total_memory_bytes >= 70 * GIB and "a100" not in device_name.lower():
+        return 8192
+    return 2048
+
+
+def max_in_flight_tokens(max_num_batched_tokens: int, async_scheduling: bool, pp: int = 1) -> int:
+    """config/vllm.py VllmConfig.max_in_flight_tokens = max_concurrent_batches * max_num_batched_tokens;
+    max_concurrent_batches is pp + 1 with async scheduling (V2 model runner, the default), else pp."""
+    return (pp + 1 if async_scheduling else pp) * max_num_batched_tokens
+
+
+def format_gib(n: int) -> str:
+    """utils/mem_utils.py format_gib: ``str(round(b / 2**30, 2))`` ('14.41', '16.0')."""
+    return str(round(n / GIB, 2))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The engine options that change the plan (vLLM's names in the comments)."""
+
+    block_size: int | None = None  # --block-size (None: the backends' preferred size)
+    max_num_batched_tokens: int = 8192  # --max-num-batched-tokens
+    async_scheduling: bool = DEFAULT_ASYNC_SCHEDULING  # --async-scheduling / --no-async-scheduling
+    indexer_dtype: str = DEFAULT_INDEXER_DTYPE  # --attention-config '{"indexer_kv_dtype": ...}'
+    pp: int = 1
+    prefix_caching: bool = DEFAULT_PREFIX_CACHING  # --enable-prefix-caching / --no-enable-prefix-caching
+    gdn_prefill_backend: str = "flashinfer"  # --additional-config '{"gdn_prefill_backend": ...}' ("auto" on Hopper)
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION  # --gpu-memory-utilization
+
+    def __post_init__(self) -> None:
+        if self.gdn_prefill_backend not in GDN_PREFILL_BACKENDS:
+            raise KvcalcError(f"gdn_prefill_backend: choose flashinfer or triton, got {self.gdn_prefill_backend!r}"[:200],
+                              param="gdn_prefill_backend")
+
+    @property
+    def in_flight(self) -> int:
+        return max_in_flight_tokens(self.max_num_batched_tokens, self.async_scheduling, self.pp)
+
+
+
+def default_gdn_prefill_backend(gpu_key: str | None, model=None) -> str:
+    """vLLM's "auto" GDN prefill backend on this GPU (see HOPPER_GPUS): 'flashinfer' or 'triton'. Blackwell
+    needs head_k_dim 128 and CUDA 13 (assumed). Without a GPU: the Hopper answer, like the other defaults."""
+    if gpu_key is None or gpu_key in HOPPER_GPUS:
+        return "flashinfer"
+    if gpu_key in BLACKWELL_GPUS and model is not None:
+        dims = {c.k_head_dim for c in model.components.values() if type(c) is GatedDeltaNetState}
+        return "flashinfer" if dims and dims <= {128} else "triton"
+    return "triton"

@@ -1,0 +1,171 @@
+"""vLLM's start-up log, as ``kvcalc check-log`` reads it.
+
+Lines read (vLLM 0.33 wording; older versions' separate lines too):
+
+* ``Initializing a V1 LLM engine (v0.33.0) with config: model='org/name', ..., max_seq_len=N, ...,
+  tensor_parallel_size=T, pipeline_parallel_size=P, ..., kv_cache_dtype=D, ...`` (v1/engine/core.py,
+  config/vllm.py ``VllmConfig.__str__``)
+* ``Chunked prefill is enabled with max_num_batched_tokens=N.`` (config/scheduler.py)
+* ``Available KV cache memory: X GiB`` (v1/worker/gpu_worker.py; X rounded to 2 decimals)
+* ``GPU KV cache size: N tokens, Maximum concurrency for L tokens per request: C.CCx``
+  (v1/core/kv_cache_utils.py ``update_kv_cache_capacity``; one line since 2025, two lines before)
+* ``# GPU blocks: N`` (V1 logs of early 2025)
+* hybrids with Mamba-style state: ``Setting attention block size to N tokens ...`` and ``Padding mamba page
+  size by P% ...`` (platforms/interface.py ``_align_hybrid_block_size``), ``enable_prefix_caching=...`` (the
+  config line) and ``Using X GDN prefill kernel`` (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py),
+  which set the plan's prefix caching and GDN prefill backend
+
+The log rounds the pool to 0.01 GiB, so the reader turns that figure into the range of pools it can stand
+for and reports the range of block counts, token counts and concurrencies that range gives; a logged figure
+agrees when it lies inside.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ...pool import GroupKind
+from ...units import GIB
+from ..logs import NOTHING, LogFacts, LogReader, Quantity, Row
+from .defaults import Settings
+
+#: max_num_batched_tokens when the log does not say (the H100 / H200 default)
+DEFAULT_LOG_BATCHED_TOKENS = 8192
+
+
+class VllmLogReader(LogReader):
+    engine = "vllm"
+    patterns = {
+        "version": re.compile(r"Initializing a V1 LLM engine \(v([^)]+)\)"),
+        "model_id": re.compile(r"with config: model='([^']+)'"),
+        "max_model_len": re.compile(r"\bmax_seq_len=(\d+)"),
+        "tp": re.compile(r"\btensor_parallel_size=(\d+)"),
+        "pp": re.compile(r"\bpipeline_parallel_size=(\d+)"),
+        "kv_cache_dtype": re.compile(r"\bkv_cache_dtype=([\w.]+)"),
+        "max_num_batched_tokens": re.compile(r"max_num_batched_tokens=(\d+)"),
+        "available_gib": re.compile(r"Available KV cache memory: ([\d.]+) GiB"),
+        "cache_tokens": re.compile(r"KV cache size: ([\d,]+) tokens"),
+        "concurrency_context": re.compile(r"Maximum concurrency for ([\d,]+) tokens per request"),
+        "concurrency": re.compile(r"tokens per request: ([\d.]+)x"),
+        "gpu_blocks": re.compile(r"# GPU blocks: (\d+)"),
+        "block_size": re.compile(r"\bblock_size=(\d+)"),
+        "prefix_caching": re.compile(r"\benable_prefix_caching=(True|False)"),
+        "gdn_backend": re.compile(r"Using (FlashInfer|Triton/FLA|CuteDSL|AITER FlyDSL|SYCL|CPU) GDN prefill kernel"),
+        "attn_block_size": re.compile(r"Setting attention block size to (\d+) tokens"),
+        "mamba_padding_pct": re.compile(r"Padding mamba page size by ([\d.]+)%"),
+    }
+    ints = frozenset({"max_model_len", "tp", "pp", "max_num_batched_tokens", "cache_tokens", "concurrency_context",
+                      "gpu_blocks", "block_size", "attn_block_size"})
+    floats = frozenset({"available_gib", "concurrency", "mamba_padding_pct"})
+    figures = ("cache_tokens", "concurrency", "gpu_blocks", "available_gib")
+    looked_for = ("no vLLM KV cache lines found (looked for 'GPU KV cache size', 'Maximum concurrency', "
+                  "'Available KV cache memory', '# GPU blocks')")
+    no_context = "the log states no max_model_len (max_seq_len=... or 'Maximum concurrency for L tokens')"
+
+    def context(self, facts: LogFacts) -> int | None:
+        return facts.values.get("max_model_len") or facts.values.get("concurrency_context")
+
+    def precision_for(self, spec, dtype: str | None) -> str | None:
+        if dtype is None:
+            return None
+        names = set(spec.precisions)
+        if dtype == "auto":
+            for cand in ("bf16", "fp16"):
+                if cand in names:
+                    return cand
+        if dtype.startswith("fp8") and "fp8" in names:
+            return "fp8"
+        return dtype if dtype in names else None
+
+    def settings(self, facts: LogFacts, given: dict) -> tuple[Settings, dict]:
+        v = facts.values
+        mnbt = given.get("max_num_batched_tokens") or v.get("max_num_batched_tokens") or DEFAULT_LOG_BATCHED_TOKENS
+        bs = given.get("block_size") or v.get("block_size")
+        asyn = given.get("async_scheduling")
+        asyn = Settings.async_scheduling if asyn is None else asyn
+        hybrid = {}
+        if "prefix_caching" in v:
+            hybrid["prefix_caching"] = v["prefix_caching"] == "True"
+        if "gdn_backend" in v:  # only FlashInfer's prefill exports checkpoints; the others plan alike
+            hybrid["gdn_prefill_backend"] = "flashinfer" if v["gdn_backend"] == "FlashInfer" else "triton"
+        settings = Settings(max_num_batched_tokens=mnbt, async_scheduling=asyn, block_size=bs, **hybrid)
+        used = {"max_num_batched_tokens": mnbt, "async_scheduling": asyn, "tp": self.tp(facts), "block_size": bs,
+                **hybrid}
+        return settings, used
+
+    def compare(self, facts: LogFacts, p) -> list[Row]:
+        v, ln = facts.values, facts.lines.get
+        context = p.context
+        rows = [Row("max_model_len", Quantity(self.context(facts)), Quantity(p.context), None, ln("max_model_len")),
+                Row("blocks per request", NOTHING, Quantity(p.blocks_per_request, each=p.bytes_per_block), None)]
+        rows += self._hybrid_rows(facts, p)
+        blocks, pool_rows = self._pool_rows(facts, p)
+        rows += pool_rows
+        if "cache_tokens" in v:
+            row, blocks = self._tokens_row(facts, p, blocks, context)
+            rows.append(row)
+        if "concurrency" in v:
+            c = v["concurrency"]
+            lc = v.get("concurrency_context", context)
+            figure = f"Maximum concurrency at {lc:,}"
+            if blocks is not None and lc == context:
+                lo, hi = p.max_concurrency(blocks[0]), p.max_concurrency(blocks[1])
+                rows.append(Row(figure, Quantity(c, unit="x"), Quantity(lo, hi, "x", collapse=True),
+                                round(lo, 2) <= c <= round(hi, 2), ln("concurrency")))
+            else:
+                rows.append(Row(figure, Quantity(c, unit="x"), NOTHING, None, ln("concurrency")))
+        return rows
+
+    @staticmethod
+    def _hybrid_rows(facts: LogFacts, p) -> list[Row]:
+        v, ln = facts.values, facts.lines.get
+        rows = []
+        state = [pg for g in p.groups if g.kind is GroupKind.STATE for pg in g.pages]
+        if "attn_block_size" in v:
+            n, planned = v["attn_block_size"], p.settings_json["block_size"]
+            rows.append(Row("attention block size (hybrid)", Quantity(n, unit="tokens"),
+                            Quantity(planned, unit="tokens"), n == planned, ln("attn_block_size")))
+        if "mamba_padding_pct" in v and state:
+            real, padded = state[0].real_page_bytes, state[0].page_bytes
+            pct = 100 * (padded - real) / real
+            rows.append(Row("state page padding", Quantity(v["mamba_padding_pct"], unit="%"),
+                            Quantity(pct, unit="%", pages=(real, padded)),
+                            f"{pct:.2f}" == f"{v['mamba_padding_pct']:.2f}", ln("mamba_padding_pct")))
+        return rows
+
+    @staticmethod
+    def _pool_rows(facts: LogFacts, p) -> tuple[tuple[int, int] | None, list[Row]]:
+        """The pool the logged GiB figure stands for, and the block counts (lo, hi) it gives."""
+        v, ln = facts.values, facts.lines.get
+        rows, blocks = [], None
+        if "available_gib" in v:
+            x = v["available_gib"]
+            lo_b, hi_b = math.ceil((x - 0.005) * GIB), math.floor((x + 0.005) * GIB)
+            blocks = (p.num_blocks(max(lo_b, 0)), p.num_blocks(hi_b))
+            rows.append(Row("KV pool per GPU (GiB, 2 decimals)", Quantity(x, unit="GiB"), Quantity(lo_b, hi_b, "B"),
+                            None, ln("available_gib")))
+            rows.append(Row("blocks in the pool", NOTHING, Quantity(*blocks), None))
+        if "gpu_blocks" in v:
+            n = v["gpu_blocks"]
+            ok = None if blocks is None else blocks[0] <= n <= blocks[1]
+            rows.append(Row("# GPU blocks", Quantity(n), NOTHING if blocks is None else Quantity(*blocks), ok,
+                            ln("gpu_blocks")))
+            blocks = (n, n)
+        return blocks, rows
+
+    @staticmethod
+    def _tokens_row(facts: LogFacts, p, blocks, context) -> tuple[Row, tuple[int, int] | None]:
+        t, line = facts.values["cache_tokens"], facts.lines.get("cache_tokens")
+        figure = "GPU KV cache size (tokens)"
+        if blocks is not None:
+            lo, hi = p.cache_tokens(blocks[0]), p.cache_tokens(blocks[1])
+            return Row(figure, Quantity(t), Quantity(lo, hi, collapse=True), lo <= t <= hi, line), blocks
+        # no pool in the log: the block counts the logged tokens stand for
+        bpr = p.blocks_per_request
+        n = [b for b in range(max(0, t * bpr // context - 2), t * bpr // context + 3) if p.cache_tokens(b) == t]
+        found = Quantity(n[0], unit="blocks") if n else Quantity(None, missing="no whole block count gives it")
+        return Row(figure, Quantity(t), found, bool(n), line), ((n[0], n[-1]) if n else None)
+
+
+READER = VllmLogReader()

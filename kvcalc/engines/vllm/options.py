@@ -1,0 +1,35 @@
+"""The vLLM settings a user may set, each with its flag and help, declared once (the command line and the
+messages take them from here)."""
+
+from __future__ import annotations
+
+from ..base import Option
+from .defaults import DEFAULT_ASYNC_SCHEDULING, DEFAULT_PREFIX_CACHING, INDEXER_DTYPES
+
+#: the largest block size and step budget kvcalc takes (a typo guard, not a vLLM limit)
+MAX_TOKENS_SETTING = 1 << 24
+
+OPTIONS = (
+    Option("gpu_memory_utilization", "--gpu-memory-utilization", "Fraction of each GPU's total memory vLLM "
+           "may use (vLLM 0.33 default 0.92).", float),
+    Option("block_size", "--block-size", "Tokens per block (default: what vLLM's backends pick; check-log: "
+           "from the log).", int, ("capacity", "check-log"), minimum=1, maximum=MAX_TOKENS_SETTING),
+    Option("max_num_batched_tokens", "--max-num-batched-tokens", "vLLM's per-step token budget (default: "
+           "vllm serve's for the GPU: 8192 on H100/H200, 16384 from 160 GiB, 2048 below 70 GiB or A100; "
+           "verify: 8192, the fill's chunk; check-log: from the log, else 8192).", int,
+           ("capacity", "verify", "check-log"), minimum=1, maximum=MAX_TOKENS_SETTING),
+    Option("async_scheduling", "--async-scheduling", "vLLM 0.33 schedules asynchronously by default: two "
+           "batches in flight.", bool, ("capacity", "verify", "check-log"), negative="--no-async-scheduling",
+           cli_default=DEFAULT_ASYNC_SCHEDULING),
+    Option("indexer_dtype", "--indexer-dtype", "DeepSeek sparse-indexer cache in vLLM: fp8 (132 B, default) "
+           "or mxfp4 (68 B).", str, choices=tuple(INDEXER_DTYPES)),
+    Option("prefix_caching", "--prefix-caching", "vLLM's prefix caching (on by default); for Mamba / DeltaNet "
+           "state it reserves 2 running blocks plus checkpoint blocks per request, 1 without.", bool,
+           negative="--no-prefix-caching", cli_default=DEFAULT_PREFIX_CACHING),
+    Option("gdn_prefill_backend", "--gdn-prefill-backend", "Gated DeltaNet prefill in vLLM: flashinfer "
+           "(Hopper's default; 64-token checkpoints) or triton (default: vLLM's choice for --gpu).", str),
+)
+
+
+def flag(name: str) -> str:
+    return next(o.flag for o in OPTIONS if o.name == name)

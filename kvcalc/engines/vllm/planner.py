@@ -1,0 +1,116 @@
+"""vLLM 0.33's pool plan for one rank: layer specs -> groups -> the shared block pool (``kv_cache_planning.py``),
+with the notes kvcalc prints about the engine's choices."""
+
+from __future__ import annotations
+
+from ...formats import FORMATS
+from ...pool import GroupKind, Layout, PlanGroup, PlanPage, PoolPlan
+from ...errors import KvcalcError
+from ...specs import GatedDeltaNetState
+from .defaults import VERSION, Settings
+from .grouping import group_layers
+from .options import flag
+from .specs import LayerSpec, block_outermost, layer_specs
+
+
+def _group(i: int, members: list[LayerSpec], context: int, in_flight: int, analytic: dict) -> PlanGroup:
+    pages: dict[tuple, list] = {}
+    for s in members:
+        pages.setdefault((s.component, s.page_bytes, s.real_page_bytes, s.block_size), []).append(s)
+    plan_pages = tuple(
+        PlanPage(s.component, s.spec, s.format, s.block_size, s.entries_per_block, s.state_bytes,
+                 s.real_page_bytes, s.page_bytes, len(rows))
+        for rows in pages.values()
+        for s in rows[:1]
+    )
+    window = members[0].window
+    kind = GroupKind.STATE if members[0].state_blocks is not None else \
+        GroupKind.FULL if window is None else GroupKind.WINDOW
+    return PlanGroup(
+        index=i,
+        kind=kind,
+        layers=tuple(dict.fromkeys(s.layer for s in members)),
+        members=tuple((s.layer, s.component) for s in members),
+        block_size=members[0].block_size,
+        pages=plan_pages,
+        # UniformTypeKVCacheSpecs: the most blocks any of its layers needs
+        blocks_per_request=max(s.blocks_per_request(context, in_flight) for s in members),
+        analytic_bytes=sum(analytic.get((s.layer, s.component), 0) for s in members),
+        window=window if kind is GroupKind.WINDOW else None,
+    )
+
+
+def _format_notes(spec, prec, specs: list[LayerSpec]) -> list[str]:
+    """Where vLLM stores a cache in another format than the precision names."""
+    notes = []
+    for comp, fmt in sorted({(s.component, s.format) for s in specs}):
+        c = spec.components[comp]
+        if c.per_token and prec.formats[c.storage].name != fmt:
+            notes.append(
+                f"vLLM {VERSION} stores {comp} as {fmt} ({c.entry_bytes(FORMATS[fmt]):,} B), not the "
+                f"precision's {prec.formats[c.storage].name} ({c.entry_bytes(prec.formats[c.storage]):,} B)"
+                + (f" ({flag('indexer_dtype')} mxfp4 selects 68 B)" if fmt == "fp8_indexer" else "")
+            )
+    if any(s.spec == "SlidingWindowMLASpec" for s in specs) and prec.formats.get("kv") is not None \
+            and prec.formats["kv"].name != "fp8_ds_mla_v4":
+        notes.append(
+            f"vLLM {VERSION}'s default FlashMLA backend stores DeepSeek V4 caches as fp8_ds_mla only; this "
+            f"{prec.name} layout is its FlashInfer sparse backend's (--attention-backend FLASHINFER_MLA_SPARSE_DSV4, "
+            "SM100), pages aligned to 512 B"
+        )
+    return notes
+
+
+def _state_notes(spec, settings: Settings, specs: list[LayerSpec], block: int, used: dict) -> list[str]:
+    """Hybrids: the settings that shaped the state groups, and how the block grew to hold a state page."""
+    state = [s for s in specs if s.state_blocks is not None]
+    if not state:
+        return []
+    notes = []
+    used["prefix_caching"] = settings.prefix_caching
+    used["mamba_cache_mode"] = "align" if settings.prefix_caching else "none"
+    if any(type(spec.components[s.component]) is GatedDeltaNetState for s in state):
+        used["gdn_prefill_backend"] = settings.gdn_prefill_backend
+    if state[0].padded_page is not None:
+        notes.append(
+            f"vLLM {VERSION} grows the attention block to {block} tokens so that one attention page holds a "
+            f"state page ({state[0].state_bytes:,} B), then pads the state page to {state[0].padded_page:,} B "
+            "(platforms/interface.py _align_hybrid_block_size)")
+    notes.append(
+        "fixed state reserves " + ", ".join(sorted({f"{s.state_blocks} blocks per request in each "
+                                                    f"{spec.components[s.component].kind} group" for s in state}))
+        + (" (prefix caching on: mamba_cache_mode align, 2 running + checkpoint blocks)" if settings.prefix_caching
+           else " (prefix caching off)"))
+    return notes
+
+
+def vllm_plan(job) -> PoolPlan:
+    """The plan of one rank (``job``: :class:`kvcalc.engines.base.PlanJob`)."""
+    spec, prec, context, settings = job.model, job.precision, job.context, job.settings
+    specs, block = layer_specs(spec, prec, settings, mtp=job.mtp, kv_heads_divisor=job.tp)
+    grouped, rule, padding = group_layers(specs)
+    kept = [g for g in ([s for s in g if s.layer in job.stage_layers] for g in grouped) if g]
+    in_flight = settings.in_flight
+    groups = [_group(i, members, context, in_flight, job.analytic) for i, members in enumerate(kept)]
+    if not groups:
+        raise KvcalcError(f"{spec.name}: no cache layers in this pipeline stage")
+    bytes_per_block = max(g.page_bytes for g in groups)
+
+    def blocks_at(ctx: int) -> tuple[int, ...]:
+        return tuple(max(s.blocks_per_request(ctx, in_flight) for s in g) for g in kept)
+
+    notes = _format_notes(spec, prec, specs)
+    if padding:
+        notes.append(f"vLLM pads the groups with {padding} empty layer(s) so that every group has as many layers")
+    layout = Layout.BLOCK_OUTERMOST if block_outermost(specs) else Layout.LAYER_OUTERMOST
+    used = {
+        "block_size": block,
+        "max_num_batched_tokens": settings.max_num_batched_tokens,
+        "async_scheduling": settings.async_scheduling,
+        "max_in_flight_tokens": in_flight,
+        "indexer_dtype": settings.indexer_dtype,
+    }
+    notes += _state_notes(spec, settings, specs, block, used)
+    return PoolPlan("vllm", VERSION, spec.name, prec.name, context, settings, used, layout, rule, padding,
+                    tuple(groups), bytes_per_block, 1, job.total, tuple(notes), blocks_at,
+                    fill_chunk=settings.max_num_batched_tokens)

@@ -1,0 +1,257 @@
+"""kvcalc cache kinds -> the layer specs vLLM 0.33 registers for them (``v1/kv_cache_interface.py``), and the
+cache block size the backends agree on."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ...errors import KvcalcError
+from ...formats import FORMATS, StorageFormat
+from ...specs import (
+    CacheSpec,
+    CompressedMLA,
+    CompressorState,
+    FullAttention,
+    IndexerCache,
+    MLALatent,
+    RecurrentState,
+    SlidingWindowAttention,
+    SlidingWindowMLA,
+)
+from .defaults import (FLASH_ATTENTION_BLOCK, FLASHMLA_BLOCK, INDEXER_DTYPES, V4_BLOCK, V4_PAGE_ALIGNMENT,
+                       V4_PLAIN_ALIGNMENT, V4_STATE_BLOCK, V4_STATE_BLOCK_DEFAULT, V4_SWA_BLOCK, VERSION, Settings)
+from .hybrid import align_hybrid, state_blocks
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One cache of one model layer as vLLM registers it (a "layer" of the KV-cache planner)."""
+
+    layer: int  # the model's layer index
+    component: str  # the kvcalc component it stores
+    spec: str  # vLLM's class name
+    base: str  # uniform-type base: layers of one base and block size can share a group
+    block_size: int  # tokens per block
+    tokens_per_state: int  # tokens per stored entry (compress ratio; 1 otherwise)
+    state_bytes: int  # bytes of one stored entry (all heads)
+    alignment: int  # page padded up to a multiple of this (1: none)
+    window: int | None  # sliding window in tokens (None: every token)
+    format: str  # storage format of the entries
+    padded_page: int | None = None  # MambaSpec.page_size_padded: the state page padded to the attention page
+    state_blocks: int | None = None  # MambaSpec: blocks a request holds whatever its length
+
+    @property
+    def entries_per_block(self) -> int:
+        return 1 if self.state_blocks is not None else self.block_size // self.tokens_per_state
+
+    @property
+    def real_page_bytes(self) -> int:
+        return self.entries_per_block * self.state_bytes
+
+    @property
+    def page_bytes(self) -> int:
+        if self.padded_page is not None:
+            return self.padded_page
+        return -(-self.real_page_bytes // self.alignment) * self.alignment
+
+    def key(self) -> tuple:
+        """Specs with equal keys merge (KVCacheSpec.merge requires equal fields)."""
+        return (self.spec, self.block_size, self.tokens_per_state, self.state_bytes, self.alignment, self.window,
+                self.format, self.padded_page, self.state_blocks)
+
+    def uniform_key(self) -> tuple:
+        """Specs with equal keys are one uniform type (UniformTypeKVCacheSpecs.is_uniform_type: equal
+        block sizes, one registered base type, and for sliding windows the same window)."""
+        return (self.base, self.block_size, self.window if self.base != "full" else None)
+
+    def blocks_per_request(self, max_model_len: int, in_flight: int) -> int:
+        """FullAttentionSpec.max_memory_usage_bytes / page, or SlidingWindowSpec.
+        max_admission_blocks_per_request (+1: the window may start mid-block; in_flight: out-of-window
+        blocks are freed only once the tokens in flight are processed), or MambaSpec's fixed count."""
+        if self.state_blocks is not None:
+            return self.state_blocks
+        if self.window is None:
+            return -(-max_model_len // self.block_size)
+        tokens = min(self.window - 1 + in_flight, max_model_len)
+        return -(-tokens // self.block_size) + 1
+
+
+# ---- kvcalc cache kinds -> vLLM layer specs ----------------------------------------------------------------
+@dataclass(frozen=True)
+class _Ctx:
+    kv: StorageFormat  # the precision's format for the main cache
+    block_size: int  # cache_config.block_size
+    settings: Settings
+    tp: int = 1
+    state_page: int | None = None  # cache_config.mamba_page_size_padded
+    state_blocks: dict | None = None  # component -> MambaSpec blocks per request
+
+    @property
+    def v4_alignment(self) -> int:
+        return V4_PAGE_ALIGNMENT if self.kv.name == "fp8_ds_mla_v4" else V4_PLAIN_ALIGNMENT
+
+
+def _full(c: FullAttention, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
+    if fmt.name.startswith("lmdeploy_"):
+        raise KvcalcError(f"engine vllm: {fmt.name} is LMDeploy's KV layout (scale and zero point per head); vLLM "
+                          f"{VERSION} has no such KV dtype (its int8/int4_per_token_head keep one fp32 scale); use "
+                          "the exact engine")
+    window = c.window if isinstance(c, SlidingWindowAttention) else None
+    return LayerSpec(layer, c.name, "SlidingWindowSpec" if window else "FullAttentionSpec",
+                     "sliding" if window else "full", ctx.block_size, 1, c.entry_bytes(fmt), 1, window, fmt.name)
+
+
+def _mla(c: MLALatent, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
+    # model_executor/layers/attention/mla_attention.py MLAAttention.get_kv_cache_spec: one latent row,
+    # state_content_bytes 656 for fp8_ds_mla, no alignment
+    return LayerSpec(layer, c.name, "MLAAttentionSpec", "full", ctx.block_size, 1, c.entry_bytes(fmt), 1, None,
+                     fmt.name)
+
+
+def _indexer(c: IndexerCache, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
+    # the engine picks the indexer format, not the precision: fp8 (132 B) unless mxfp4 is asked for
+    # (V3.2: models/deepseek_v2.py DeepseekV32IndexerCache; V4: models/deepseek_v4/attention.py
+    # DeepseekV4IndexerCache with tokens_per_state = compress_ratio and the V4 page alignment)
+    efmt = FORMATS[INDEXER_DTYPES[ctx.settings.indexer_dtype]]
+    v4 = c.ratio > 1
+    return LayerSpec(layer, c.name, "MLAAttentionSpec", "full", ctx.block_size, c.ratio, c.entry_bytes(efmt),
+                     ctx.v4_alignment if v4 else 1, None, efmt.name)
+
+
+def _v4_window(c: SlidingWindowMLA, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
+    # v1/attention/backends/mla/sparse_swa.py DeepseekV4SWACache.get_kv_cache_spec
+    return LayerSpec(layer, c.name, "SlidingWindowMLASpec", "sliding_mla", V4_SWA_BLOCK, 1, c.entry_bytes(fmt),
+                     ctx.v4_alignment, c.window, fmt.name)
+
+
+def _v4_compressed(c: CompressedMLA, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
+    # models/deepseek_v4/attention.py DeepseekV4Attention.get_kv_cache_spec: tokens_per_state = ratio
+    return LayerSpec(layer, c.name, "MLAAttentionSpec", "full", ctx.block_size, c.ratio, c.entry_bytes(fmt),
+                     ctx.v4_alignment, None, fmt.name)
+
+
+def _v4_state(c: CompressorState, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
+    # models/deepseek_v4/compressor.py CompressorStateCache.get_kv_cache_spec: a sliding window of
+    # span = coff * ratio token slots, each 2 * coff * head_dim fp32 values, in blocks of 4 (ratio 4) or 8
+    span, _, coff, dim = c.shape
+    ratio = span // coff
+    slot = FORMATS[c.dtype].entry_bytes(math.prod(c.shape[1:]), 0, f"component {c.name}")
+    return LayerSpec(layer, c.name, "SlidingWindowMLASpec", "sliding_mla", V4_STATE_BLOCK.get(ratio, V4_STATE_BLOCK_DEFAULT),
+                     1, slot, ctx.v4_alignment, span, c.dtype)
+
+
+def _state(c: RecurrentState, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
+    # model_executor/layers/mamba/abstract.py MambaBase.get_kv_cache_spec: one page of the layer's whole state,
+    # padded to the attention page (cache_config.mamba_page_size_padded), a fixed number of blocks per request
+    conv, ssm = c.dtypes(fmt)
+    return LayerSpec(layer, c.name, "MambaSpec", "mamba", ctx.block_size, 1, c.fixed_bytes_on_rank(fmt, ctx.tp), 1,
+                     None, conv if conv == ssm else f"{conv}+{ssm}", padded_page=ctx.state_page,
+                     state_blocks=ctx.state_blocks[c.name])
+
+
+#: the cache kind (most specific class first) -> the vLLM layer spec it becomes, and the block sizes its
+#: backend accepts (None: any multiple of the number given)
+_RULES: list[tuple[type, object, tuple[int, ...] | None, int]] = [
+    (RecurrentState, _state, (), 0),  # no attention backend: block size set by the alignment below
+    (CompressorState, _v4_state, (), 0),
+    (SlidingWindowMLA, _v4_window, (), 0),
+    (CompressedMLA, _v4_compressed, (V4_BLOCK,), V4_BLOCK),
+    (IndexerCache, _indexer, None, 0),  # block sizes: by ratio, below
+    (MLALatent, _mla, (FLASHMLA_BLOCK,), FLASHMLA_BLOCK),
+    (FullAttention, _full, None, FLASH_ATTENTION_BLOCK),  # also SlidingWindowAttention
+]
+
+
+def _rule(comp: CacheSpec):
+    if comp.kind == "chunked_attention":  # vLLM's ChunkedLocalAttentionSpec: not modelled; never as full attention
+        raise KvcalcError(
+            f"engine vllm: cache kind 'chunked_attention' (component {comp.name}) is not modelled for vLLM "
+            f"{VERSION}; use the exact engine"
+        )
+    if comp.kind == "linear_attention":  # MiniMax-Text-01 / M1: vLLM removed them in 0.23
+        raise KvcalcError(
+            f"engine vllm: cache kind 'linear_attention' (component {comp.name}) is not modelled for vLLM "
+            f"{VERSION}, which no longer runs MiniMax-Text-01 / M1 (removed in 0.23); use the exact engine"
+        )
+    for cls, fn, sizes, preferred in _RULES:
+        if isinstance(comp, cls):
+            if cls is IndexerCache:
+                return fn, ((V4_BLOCK,) if comp.ratio > 1 else (FLASHMLA_BLOCK,)), (V4_BLOCK if comp.ratio > 1 else FLASHMLA_BLOCK)
+            return fn, sizes, preferred
+    raise KvcalcError(
+        f"engine vllm: cache kind {comp.kind!r} (component {comp.name}) is not modelled for vLLM {VERSION}; "
+        "use the exact engine"
+    )
+
+
+def cache_block_size(comps: list[CacheSpec], requested: int | None) -> int:
+    """cache_config.block_size: the size every backend accepts (platforms/interface.py
+    _preferred_block_size_for_backends), or the one asked for if every backend supports it."""
+    fixed: set[int] = set()
+    multiple = 1
+    for comp in comps:
+        _, sizes, preferred = _rule(comp)
+        if sizes is None:  # flash attention: any multiple of 16
+            multiple = math.lcm(multiple, preferred)
+        elif sizes:
+            fixed.update(sizes)
+    if len(fixed) > 1:
+        raise KvcalcError(f"engine vllm: the model's caches need incompatible block sizes {sorted(fixed)}")
+    if requested is not None:
+        if fixed and requested not in fixed:
+            raise KvcalcError(
+                f"block_size: vLLM {VERSION}'s backends for this model accept only {sorted(fixed)[0]} tokens, "
+                f"got {requested}", param="block_size"
+            )
+        if requested % multiple:
+            raise KvcalcError(
+                f"block_size: vLLM {VERSION}'s attention backend needs a multiple of {multiple} tokens, got "
+                f"{requested}", param="block_size"
+            )
+        return requested
+    if fixed:
+        (size,) = fixed
+        if size % multiple:
+            raise KvcalcError(f"engine vllm: block sizes {size} and multiples of {multiple} do not meet")
+        return size
+    return multiple
+
+
+def layer_specs(model, precision, settings: Settings, mtp: bool = False, kv_heads_divisor: int = 1
+                ) -> tuple[list[LayerSpec], int]:
+    """Every layer spec vLLM registers for ``model`` at ``precision``, in layer order, and the cache block
+    size. ``kv_heads_divisor`` is the tensor-parallel size: it splits full-attention heads (checked by the
+    caller) and the channels and heads of fixed state."""
+    layers = list(model.layers) + (list(model.mtp_layers) if mtp else [])
+    used = [model.components[c] for k in dict.fromkeys(layers) for c in model.layer_kinds[k]]
+    block = cache_block_size(used, settings.block_size)
+    kv = precision.formats.get("kv") or next(iter(precision.formats.values()))
+    states = [c for c in used if isinstance(c, RecurrentState)]
+    page, blocks = None, None
+    if states:
+        if mtp:
+            raise KvcalcError(f"engine vllm: speculative decoding adds state blocks per draft token "
+                              f"(num_speculative_tokens) to {states[0].name}; not modelled with {{{{mtp}}}}")
+        block, page = align_hybrid([c for c in used if not isinstance(c, RecurrentState)], states, precision,
+                                    settings, block, kv_heads_divisor)
+        blocks = state_blocks(states, settings)
+    ctx = _Ctx(kv=kv, block_size=block, settings=settings, tp=kv_heads_divisor, state_page=page,
+               state_blocks=blocks)
+    out = []
+    for index, kind in enumerate(layers):
+        for cname in model.layer_kinds[kind]:
+            comp = model.components[cname]
+            if isinstance(comp, FullAttention) and kv_heads_divisor > 1:
+                comp = replace(comp, kv_heads=max(1, comp.kv_heads // kv_heads_divisor))
+            fn, _, _ = _rule(comp)
+            fmt = precision.formats.get(comp.storage) if comp.per_token or isinstance(comp, RecurrentState) else None
+            out.append(fn(comp, fmt, ctx, index))
+    return out, block
+
+
+def block_outermost(specs: list[LayerSpec]) -> bool:
+    """The DeepSeek V4 indexer backend declares block-outermost layouts only (mla/indexer.py, BLHNC/BLNHC);
+    every other backend here takes the default layer-outermost one (v1/attention/backends/utils.py)."""
+    return any(s.spec == "MLAAttentionSpec" and s.format in INDEXER_DTYPES.values() and s.tokens_per_state > 1
+               for s in specs)
+
