@@ -29,7 +29,7 @@ Basis = Literal["article", "complete"]
 BASES: dict[str, str] = {
     "complete": "every cache a request holds in every main layer: per-token caches (K/V, latents, windows, "
     "compressed entries, indexer keys) and fixed per-request state (compressor partials, SSM / linear-attention "
-    "state), plus the MTP layers when --mtp is set",
+    "state), plus the MTP layers when {{mtp}} is set",
     "article": "what vLLM's DeepSeek V4 write-up counts: window, compressed entries and indexer keys of the "
     "main layers; no per-request state, no MTP layer",
 }
@@ -94,10 +94,6 @@ class Estimate:
             for (mtp, kind), (n, comps, b) in sorted(groups.items(), key=lambda kv: (kv[0][0], order[kv[0][1]]))
         }
 
-    def layers_text(self) -> str:
-        kinds = self.kinds()
-        return " + ".join(f"{n} {label}" for label, (n, _, _) in kinds.items())
-
     def entry_sizes(self) -> dict[str, list[int]]:
         """role -> distinct bytes per entry, e.g. {'kv': [584], 'indexer': [68]}."""
         out: dict[str, list[int]] = {}
@@ -106,37 +102,6 @@ class Estimate:
             if c.entry_bytes not in sizes:
                 sizes.append(c.entry_bytes)
         return out
-
-    def formats_text(self) -> str:
-        """'kv: fp8_ds_mla_v4 (584 B/entry); indexer: fp4_indexer (68 B/entry); state: fp32'."""
-        sizes = self.entry_sizes()
-        # fixed state that keeps its own dtype (a stated dtype / ssm_dtype) says so beside its role's format
-        own = {}
-        for c in (c for layer in self.layers for c in layer.components if not c.entry_bytes and c.fixed_bytes):
-            fmt = self.model.precisions[self.precision].formats.get(c.storage)
-            if fmt is not None and c.format != fmt.name:
-                own.setdefault(c.storage, {})[c.name] = c.format
-        parts = [
-            f"{role}: {fmt.name}" + (f" ({'/'.join(f'{b:,}' for b in sizes[role])} B/entry)" if role in sizes else "")
-            + (f" ({'; '.join(f'{n}: {f}' for n, f in own[role].items())})" if role in own else "")
-            for role, fmt in self.model.precisions[self.precision].formats.items()
-        ]
-        roles = self.model.precisions[self.precision].formats
-        states = sorted({c.format for layer in self.layers for c in layer.components
-                         if c.fixed_bytes and c.storage not in roles})
-        if states:
-            parts.append(f"state: {', '.join(states)}")
-        return "; ".join(parts)
-
-    def basis_text(self) -> str:
-        mtp_note = ""
-        if self.model.mtp_layers:
-            mtp_note = (
-                f"; MTP layer{'s' if len(self.model.mtp_layers) > 1 else ''} counted"
-                if self.mtp
-                else "; MTP layer not counted" + (" (--mtp counts it)" if self.basis == "complete" else "")
-            )
-        return f"{self.basis}: {self.layers_text()}{mtp_note}; {PAGING}; binary units"
 
     def to_dicts(self) -> list[dict]:
         """One JSON-ready object per context."""
@@ -256,6 +221,65 @@ def _contexts(context: int | Iterable[int], numpy: bool):
     return Ints([int(v) for v in values])
 
 
+def _check(spec, numpy, basis: str, batch, mtp: bool) -> None:
+    if not isinstance(numpy, bool):
+        raise KvcalcError(f"numpy: must be True or False, got {numpy!r}"[:200], param="numpy")
+    if basis not in BASES:
+        raise KvcalcError(f"basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}", param="basis")
+    np = sys.modules.get("numpy")
+    if isinstance(batch, bool) or not isinstance(batch, (int, *((np.integer,) if np else ()))) or \
+            not 1 <= batch <= MAX_BATCH:
+        raise KvcalcError(f"batch: must be an integer from 1 to {MAX_BATCH:,}, got {batch!r}", param="batch")
+    if mtp and basis != "complete":
+        raise KvcalcError("mtp: the article basis leaves the MTP layer out by definition; use the complete basis",
+                          param="mtp")
+
+
+def _kind_components(spec: ModelSpec, kind: str, prec, basis: str, contexts) -> tuple[tuple[ComponentBytes, ...], int]:
+    """The components one layer of ``kind`` holds on ``basis``, and their exact bytes at the largest context
+    (a Python-int bound, checked before numpy could wrap int64)."""
+    comps, bound = [], 0
+    for cname in spec.layer_kinds[kind]:
+        comp = spec.components[cname]
+        if not comp.per_token and basis == "article":
+            continue
+        fmt = prec.formats.get(comp.storage)
+        if comp.per_token:
+            eb, fmt_name = comp.entry_bytes(fmt), fmt.name
+        elif isinstance(comp, RecurrentState):
+            conv, ssm = comp.dtypes(fmt)
+            eb, fmt_name = 0, conv if conv == ssm else f"{conv} conv + {ssm} ssm"
+        else:
+            eb, fmt_name = 0, getattr(comp, "dtype", "")
+        entries = comp.entries(contexts)
+        fixed = comp.fixed_bytes(fmt)
+        bound += int(entries.max()) * eb + fixed
+        if bound > MAX_BYTES:  # exact Python ints, before numpy could wrap int64
+            raise KvcalcError(
+                f"{spec.path}: components.{cname}: {int(entries.max()):,} entries x {eb:,} B + {fixed:,} B "
+                "exceeds 8 EiB; check the config's values"
+            )
+        comps.append(ComponentBytes(name=cname, cache=comp.kind, storage=comp.storage, rule=comp.rule(),
+                                    format=fmt_name, entry_bytes=eb, fixed_bytes=fixed, entries=entries,
+                                    bytes=entries * eb + fixed))
+    return tuple(comps), bound
+
+
+def _context_warning(spec: ModelSpec, contexts) -> str | None:
+    """One line per estimate, however many contexts it covers (vectorised, no per-context scan)."""
+    if spec.max_context is None:
+        return None
+    over = contexts[contexts > spec.max_context]
+    if not over.size:
+        return None
+    limit = f"the model's max_context {spec.max_context:,} ({format_tokens(spec.max_context)}); computed anyway"
+    if over.size == 1:
+        ctx = int(over[0])
+        return f"{spec.name}: context {ctx:,} ({format_tokens(ctx)}) exceeds {limit}"
+    lo, hi = int(over.min()), int(over.max())
+    return f"{spec.name}: {over.size:,} contexts ({format_tokens(lo)} to {format_tokens(hi)}) exceed {limit}"
+
+
 def estimate(
     model: ModelSpec | str,
     context: int | Sequence[int] = 1 << 20,
@@ -276,60 +300,15 @@ def estimate(
     the same indexing, ``tolist`` and arithmetic) and never imports numpy.
     """
     spec = as_model(model)
-    if not isinstance(numpy, bool):
-        raise KvcalcError(f"numpy: must be True or False, got {numpy!r}"[:200], param="numpy")
-    if basis not in BASES:
-        raise KvcalcError(f"basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}", param="basis")
-    np = sys.modules.get("numpy")
-    if isinstance(batch, bool) or not isinstance(batch, (int, *((np.integer,) if np else ()))) or \
-            not 1 <= batch <= MAX_BATCH:
-        raise KvcalcError(f"batch: must be an integer from 1 to {MAX_BATCH:,}, got {batch!r}", param="batch")
-    if mtp and basis != "complete":
-        raise KvcalcError("mtp: the article basis leaves the MTP layer out by definition; use the complete basis",
-                          param="mtp")
+    _check(spec, numpy, basis, batch, mtp)
     prec = spec.precision(precision, what)
     contexts = _contexts(context, numpy)
 
     per_kind: dict[str, tuple[tuple[ComponentBytes, ...], Vector]] = {}
     bound: dict[str, int] = {}  # exact Python-int bytes of one layer of each kind at the largest context
     for kind in dict.fromkeys(spec.layers + (spec.mtp_layers if mtp else ())):
-        comps = []
-        bound[kind] = 0
-        for cname in spec.layer_kinds[kind]:
-            comp = spec.components[cname]
-            if not comp.per_token and basis == "article":
-                continue
-            fmt = prec.formats.get(comp.storage)
-            if comp.per_token:
-                eb, fmt_name = comp.entry_bytes(fmt), fmt.name
-            elif isinstance(comp, RecurrentState):
-                conv, ssm = comp.dtypes(fmt)
-                eb, fmt_name = 0, conv if conv == ssm else f"{conv} conv + {ssm} ssm"
-            else:
-                eb, fmt_name = 0, getattr(comp, "dtype", "")
-            entries = comp.entries(contexts)
-            fixed = comp.fixed_bytes(fmt)
-            bound[kind] += int(entries.max()) * eb + fixed
-            if bound[kind] > MAX_BYTES:  # exact Python ints, before numpy could wrap int64
-                raise KvcalcError(
-                    f"{spec.path}: components.{cname}: {int(entries.max()):,} entries x {eb:,} B + {fixed:,} B "
-                    "exceeds 8 EiB; check the config's values"
-                )
-            comps.append(
-                ComponentBytes(
-                    name=cname,
-                    cache=comp.kind,
-                    storage=comp.storage,
-                    rule=comp.rule(),
-                    format=fmt_name,
-                    entry_bytes=eb,
-                    fixed_bytes=fixed,
-                    entries=entries,
-                    bytes=entries * eb + fixed,
-                )
-            )
-        layer_bytes = sum((c.bytes for c in comps), zeros_like(contexts))
-        per_kind[kind] = (tuple(comps), layer_bytes)
+        comps, bound[kind] = _kind_components(spec, kind, prec, basis, contexts)
+        per_kind[kind] = (comps, sum((c.bytes for c in comps), zeros_like(contexts)))
 
     layers = [LayerBytes(i, k, False, *per_kind[k]) for i, k in enumerate(spec.layers)]
     if mtp:
@@ -340,30 +319,8 @@ def estimate(
     if largest * int(batch) > MAX_BYTES:
         raise KvcalcError(
             f"{spec.name}: {largest:,} B per sequence x batch {int(batch):,} exceeds 8 EiB; "
-            "check --context, --batch and the config"
+            "check {{context}}, {{batch}} and the config"
         )
     per_seq = sum((layer.bytes for layer in layers), zeros_like(contexts))
-
-    warning = None  # one line per estimate, however many contexts it covers (vectorised, no per-context scan)
-    if spec.max_context is not None:
-        over = contexts[contexts > spec.max_context]
-        if over.size:
-            limit = f"the model's max_context {spec.max_context:,} ({format_tokens(spec.max_context)}); computed anyway"
-            if over.size == 1:
-                ctx = int(over[0])
-                warning = f"{spec.name}: context {ctx:,} ({format_tokens(ctx)}) exceeds {limit}"
-            else:
-                lo, hi = int(over.min()), int(over.max())
-                warning = (f"{spec.name}: {over.size:,} contexts ({format_tokens(lo)} to {format_tokens(hi)}) exceed "
-                           f"{limit}")
-    return Estimate(
-        model=spec,
-        precision=prec.name,
-        basis=basis,
-        mtp=mtp,
-        batch=int(batch),
-        contexts=contexts,
-        layers=tuple(layers),
-        per_sequence=per_seq,
-        context_warning=warning,
-    )
+    return Estimate(model=spec, precision=prec.name, basis=basis, mtp=mtp, batch=int(batch), contexts=contexts,
+                    layers=tuple(layers), per_sequence=per_seq, context_warning=_context_warning(spec, contexts))

@@ -13,7 +13,7 @@ import io
 import os
 from pathlib import Path
 
-from .errors import KvcalcError
+from ..errors import KvcalcError
 
 # file -> the kvcalc command line whose output it holds
 TABLES = {
@@ -33,7 +33,7 @@ WIDTH = "120"
 
 
 def _run(argv: list[str]) -> str:
-    from .cli import _run as run_cli
+    from .app import run as run_cli
 
     out, err = io.StringIO(), io.StringIO()
     old = os.environ.get("COLUMNS")
@@ -60,7 +60,7 @@ def verify_table(folder: Path) -> str | None:
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "verify_table.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "verify_table.py"
     if not script.is_file() or not folder.is_dir():
         return None
     r = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True)
@@ -81,10 +81,10 @@ def generate(out_dir: str = "reports", plots: bool = True) -> list[str]:
         (out / "verify" / "README.md").write_text(vt)
         written.append(str(out / "verify" / "README.md"))
     if plots:
-        from . import plot as P
-        from .config import load_model
-        from .hardware import get_gpu
-        from .sweep import parse_contexts
+        from ..config import load_model
+        from ..hardware import get_gpu
+        from ..present import plot as P
+        from .contexts import parse_contexts
 
         for name, (models, precisions, gpus, layers) in PLOTS.items():
             path = out / name

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import KvcalcError
-from .estimate import estimate
-from .units import format_bytes, format_tokens
+from ..errors import KvcalcError
+from ..estimate import estimate
+from ..units import format_bytes, format_tokens
 
 FORMATS = {".png": "png", ".svg": "svg"}
 _STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"), ((0, (1, 1)), "x")]
@@ -35,7 +35,7 @@ def _mpl():
     return plt
 
 
-def _format_of(path: str) -> str:
+def format_of(path: str) -> str:
     fmt = FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
         raise KvcalcError(f"--output: {path!r}: the suffix picks the format; use .png or .svg", param="output")
@@ -43,7 +43,7 @@ def _format_of(path: str) -> str:
 
 
 def _save(fig, path: str) -> None:
-    fmt = _format_of(path)
+    fmt = format_of(path)
     meta = {"Date": None} if fmt == "svg" else {}
     try:
         fig.savefig(path, format=fmt, dpi=150, bbox_inches="tight", metadata=meta)
@@ -54,7 +54,7 @@ def _save(fig, path: str) -> None:
 def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, basis: str = "complete") -> dict:
     """Bytes per sequence against context, log-log, one line per (model, precision), a dotted line per GPU.
     Returns the numbers drawn (``kvcalc plot --json``)."""
-    _format_of(path)
+    format_of(path)
     plt = _mpl()
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
     i = 0
@@ -105,7 +105,7 @@ def _role(cache_kind: str, name: str) -> str:
 def layers_chart(specs, context: int, precisions, path: str, basis: str = "complete") -> dict:
     """Per-layer stacked bars at one context, one panel per model: which cache each layer's bytes are in.
     Returns the numbers drawn (``kvcalc plot --layers --json``)."""
-    _format_of(path)
+    format_of(path)
     plt = _mpl()
     fig, axes = plt.subplots(len(specs), 1, figsize=(8, 2.3 * len(specs)), squeeze=False)
     drawn = {"chart": "layers", "basis": basis, "units": "bytes per layer, one sequence, exact (no paging)",

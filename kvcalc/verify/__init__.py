@@ -9,15 +9,20 @@ touched, carves the plan's tensor views out of it, hands each request's groups t
 * allocation: the storage bytes of the buffer, the allocator's and the device's view on CUDA, the
   resident-memory growth on CPU;
 * with ``fill='full'`` or ``'sample'``: the prefill (:mod:`kvcalc.verify.fill`) writes every cache through
-  the writers; ``written_bytes`` is *counted* in memory, per group, as the bytes that no longer hold the
-  sentinel. A written byte may equal the sentinel, so the fill runs twice: after the first pass the
-  remaining sentinel bytes are turned into a second sentinel and the (deterministic) fill is repeated; the
-  bytes the second pass turned back into the first sentinel are the written ones the first count missed.
+  the writers, in chunks of the engine's prefill step (``PoolPlan.fill_chunk``); ``written_bytes`` is
+  *counted* in memory, per group, as the bytes that no longer hold the sentinel. A written byte may equal
+  the sentinel, so the fill runs twice: after the first pass the remaining sentinel bytes are turned into a
+  second sentinel and the (deterministic) fill is repeated; the bytes the second pass turned back into the
+  first sentinel are the written ones the first count missed.
   Page padding, the null block, the tail of each block a smaller group leaves unused and any unused slot
   must still hold a sentinel; a byte written outside every group's pages is reported as stray;
 * a read-back of sampled entries of every page tensor against the torch reference (named tolerances).
 
-The verdict compares each measured figure with its prediction. This is the only part of kvcalc that imports
+The verdict compares each measured figure with its prediction. :func:`verify` runs the steps in turn:
+checking the inputs (and the device's free memory), allocating and measuring the pool, the fill passes and
+their counts, the groups and checks, and the result: a :class:`~kvcalc.verify.result.VerifyResult`, whose
+``to_json()`` is the report. :func:`run` plans and verifies one rank, or ``tp`` ranks in their own processes
+(:mod:`kvcalc.verify.parallel`) combined into one result. This is the only part of kvcalc that imports
 torch, lazily.
 """
 
@@ -25,9 +30,11 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field, replace
 
 from ..errors import KvcalcError
 from .fill import SENTINEL, SENTINEL2, TOLERANCES
+from .result import Check, FillInfo, Measured, Seconds, VerifyGroup, VerifyResult, VerifyView, combine
 
 FILLS = ("none", "sample", "full")
 
@@ -155,29 +162,47 @@ class _Progress:
             self.bar.stop()
 
 
-def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", writer: str | None = None,
-           model=None, progress: bool = False, plant_extra_pages: int = 0, plant_stray_write: bool = False) -> dict:
-    """Allocate ``pool_plan``'s pool for ``batch`` requests on ``device``, fill it (``fill``: none, sample,
-    full) through ``writer`` (triton or torch; default triton on CUDA, torch on CPU) and compare the
-    measurements with the plan.
+@dataclass
+class _Run:
+    """One allocation and what it measured, filled in step by step (an interrupt keeps what was reached)."""
 
-    Planted faults the check must catch (used by the tests): ``plant_extra_pages`` allocates that many
-    blocks more than planned; ``plant_stray_write`` writes one byte into the null block after the fill."""
+    plan: object
+    device: str
+    batch: int
+    fill: str
+    num_blocks: int
+    storage: int = 0
+    tensors: tuple = ()
+    before: dict = field(default_factory=dict)
+    after: dict = field(default_factory=dict)
+    end: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+    complete: bool = True
+    counts: dict | None = None
+    expected: dict | None = None
+    readback: list = field(default_factory=list)
+    fill_info: FillInfo | None = None
+
+
+def _check_inputs(p, batch, device: str, fill: str) -> None:
+    """Refuse what verify cannot run (before torch is imported)."""
+    from ..engines import get_engine
+
     if fill not in FILLS:
         raise KvcalcError(f"fill: choose one of {', '.join(FILLS)}, got {fill!r}", param="fill")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise KvcalcError(f"batch: must be a positive integer, got {batch!r}", param="batch")
-    p = pool_plan
-    if p.engine == "exact":
+    if not get_engine(p.engine).paged:
         raise KvcalcError("engine: verify allocates an engine's block pool; use the vllm engine", param="engine")
     if device not in ("cpu", "cuda"):
         raise KvcalcError(f"device: choose cuda or cpu, got {device!r}", param="device")
-    torch = _torch()
-    num_blocks = p.blocks_per_request * batch + p.null_blocks
-    planned = num_blocks * p.bytes_per_block
+
+
+def _check_room(torch, device: str, planned: int) -> None:
+    """Refuse a pool larger than the device's free memory."""
     if device == "cuda":
         if not torch.cuda.is_available():
-            raise KvcalcError("device: no CUDA device here; use --device cpu", param="device")
+            raise KvcalcError("device: no CUDA device here; use {{device}} cpu", param="device")
         free, _total = torch.cuda.mem_get_info()
         if planned > free:
             raise KvcalcError(f"device: the plan needs {planned:,} B, the GPU has {free:,} B free", param="device")
@@ -186,193 +211,250 @@ def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", w
         if avail is not None and planned > avail:
             raise KvcalcError(f"device: the plan needs {planned:,} B, this machine has {avail:,} B free",
                               param="device")
-    fill_state = None
-    if fill != "none":
-        from . import fill as F
-        from ..config import load_model
 
-        writer = writer or ("triton" if device == "cuda" else "torch")
-        torch, K, R, w = F.load_backend(writer, device)
-        spec = model if model is not None else load_model(p.model)
-        chunk = int(p.settings.get("max_num_batched_tokens", 8192))
-        fill_state = (F, K, R, w, spec, chunk)
-    else:
-        writer = None
 
-    dev = torch.device(device)
-    copy_bw = _copy_bandwidth(torch, device)
-    before = {"rss": _rss_bytes()}
+def _fill_backend(p, fill: str, writer, device: str, model):
+    """The writer's name and ``(fill module, kernels, reference, writer, model spec, chunk)``; (None, None)
+    with ``fill='none'``. The chunk is the engine's prefill step (``PoolPlan.fill_chunk``)."""
+    if fill == "none":
+        return None, None
+    from . import fill as F
+    from ..config import load_model
+
+    writer = writer or ("triton" if device == "cuda" else "torch")
+    _, K, R, w = F.load_backend(writer, device)
+    spec = model if model is not None else load_model(p.model)
+    chunk = int(p.fill_chunk if p.fill_chunk is not None else 8192)
+    return writer, (F, K, R, w, spec, chunk)
+
+
+def _memory(torch, device: str) -> dict:
+    """Resident memory, and on CUDA the allocator's and the device's figures."""
+    out = {"rss": _rss_bytes()}
     if device == "cuda":
         torch.cuda.synchronize()
-        before.update(alloc=torch.cuda.memory_allocated(), reserved=torch.cuda.memory_reserved(),
-                      free=torch.cuda.mem_get_info()[0])
+        out.update(alloc=torch.cuda.memory_allocated(), reserved=torch.cuda.memory_reserved(),
+                   free=torch.cuda.mem_get_info()[0])
+    return out
+
+
+def _allocate(torch, run: _Run, rows: int):
+    """The pool's one ``uint8`` buffer, every byte set to the sentinel (so every page is touched), with the
+    memory figures before and after and the time it took."""
+    p = run.plan
+    run.before = _memory(torch, run.device)
     t0 = time.perf_counter()
-    buf = torch.empty(num_blocks + plant_extra_pages, p.bytes_per_block, dtype=torch.uint8, device=dev)
+    buf = torch.empty(rows, p.bytes_per_block, dtype=torch.uint8, device=torch.device(run.device))
     buf.fill_(SENTINEL)  # touches every page, so resident memory is real
-    if device == "cuda":
+    if run.device == "cuda":
         torch.cuda.synchronize()
-    seconds = {"allocate": time.perf_counter() - t0}
-    after = {"rss": _rss_bytes()}
-    if device == "cuda":
-        after.update(alloc=torch.cuda.memory_allocated(), reserved=torch.cuda.memory_reserved(),
-                     free=torch.cuda.mem_get_info()[0])
+    run.seconds["allocate"] = time.perf_counter() - t0
+    run.after = _memory(torch, run.device)
+    run.storage = buf.untyped_storage().nbytes()
+    run.tensors = p.tensors(run.num_blocks)
+    for t in run.tensors:
+        extent = (t.offset + (len(t.layers) - 1) * t.layer_stride + (run.num_blocks - 1) * t.block_stride
+                  + t.page_bytes)
+        if extent > run.storage:
+            raise KvcalcError(f"plan: group {t.group} ({t.component}) reaches byte {extent:,} of a "
+                              f"{run.storage:,} B pool")
+    return buf
 
-    storage = buf.untyped_storage().nbytes()
-    flat = buf.view(-1)
-    tensors = p.tensors(num_blocks)
-    tables, ranges = _block_tables(torch, p, batch, dev)
-    for t in tensors:
-        extent = t.offset + (len(t.layers) - 1) * t.layer_stride + (num_blocks - 1) * t.block_stride + t.page_bytes
-        if extent > storage:
-            raise KvcalcError(f"plan: group {t.group} ({t.component}) reaches byte {extent:,} of a {storage:,} B pool")
 
-    complete, readback, expected, fill_info = True, [], None, None
-    counts = None
+def _count_unfilled(torch, run: _Run, buf) -> dict:
+    """Nothing was written: the whole-buffer count says so (per-group counts would all be 0)."""
+    p = run.plan
+    count = _counter(torch, SENTINEL, equal=False)
+    total = sum(count(sl) for sl in _slices(buf, p))
+    return {"total": total, "null": 0, "data": {g.index: 0 for g in p.groups},
+            "padding": {g.index: 0 for g in p.groups}}
+
+
+def _fill(torch, run: _Run, backend, buf, tables, ranges, progress: bool, plant_stray_write: bool) -> None:
+    """The two fill passes and their counts (see the module docstring), the read-back after the first."""
+    F, K, R, w, spec, chunk = backend
+    p = run.plan
+    job = F.Fill(torch, K, R, w, p, spec, buf.view(-1), run.num_blocks, tables, run.batch, chunk, run.fill)
     try:
-        if fill_state is not None:
-            F, K, R, w, spec, chunk = fill_state
-            job = F.Fill(torch, K, R, w, p, spec, flat, num_blocks, tables, batch, chunk, fill)
-            expected = job.expected_written()
-            bar = _Progress(progress, 2 * job.total_tokens, f"fill ({w.name}, 2 passes)")
-            try:
-                t1 = time.perf_counter()
-                job.run(bar.advance)
-                seconds["fill_pass1"] = time.perf_counter() - t1
-                if plant_stray_write:
-                    buf[0, 0] = 0
-                counts = _count(torch, buf, tensors, ranges, p, _counter(torch, SENTINEL, equal=False))
-                readback = job.readback()
-                t2 = time.perf_counter()
-                for sl in _slices(buf, p):
-                    sl.masked_fill_(sl == SENTINEL, SENTINEL2)
-                job.run(bar.advance)
-                seconds["fill_pass2"] = time.perf_counter() - t2
-            finally:
-                bar.close()
-            counts = _add(counts, _count(torch, buf, tensors, ranges, p, _counter(torch, SENTINEL, equal=True)))
-            fill_info = {"writer": w.name, "chunk_tokens": chunk, "jobs": len(job.jobs),
-                         "formats": {j.component: j.fmt for j in job.jobs},  # the vLLM writer rule each used
-                         "layers": "every layer" if fill == "full" else "first and last layer of each page tensor",
-                         "tokens_per_pass": job.total_tokens}
-        else:  # nothing was written: the whole-buffer count says so (per-group counts would all be 0)
-            count = _counter(torch, SENTINEL, equal=False)
-            total = sum(count(sl) for sl in _slices(buf, p))
-            counts = {"total": total, "null": 0, "data": {g.index: 0 for g in p.groups},
-                      "padding": {g.index: 0 for g in p.groups}}
-    except KeyboardInterrupt:
-        complete = False
+        run.expected = job.expected_written()
+        bar = _Progress(progress, 2 * job.total_tokens, f"fill ({w.name}, 2 passes)")
+        try:
+            t1 = time.perf_counter()
+            job.run(bar.advance)
+            run.seconds["fill_pass1"] = time.perf_counter() - t1
+            if plant_stray_write:
+                buf[0, 0] = 0
+            run.counts = _count(torch, buf, run.tensors, ranges, p, _counter(torch, SENTINEL, equal=False))
+            run.readback = job.readback()
+            t2 = time.perf_counter()
+            for sl in _slices(buf, p):
+                sl.masked_fill_(sl == SENTINEL, SENTINEL2)
+            job.run(bar.advance)
+            run.seconds["fill_pass2"] = time.perf_counter() - t2
+        finally:
+            bar.close()
+        second = _count(torch, buf, run.tensors, ranges, p, _counter(torch, SENTINEL, equal=True))
+        run.counts = _add(run.counts, second)
+        run.fill_info = FillInfo(
+            writer=w.name, chunk_tokens=chunk, jobs=len(job.jobs),
+            formats={j.component: j.fmt for j in job.jobs},  # the vLLM writer rule each used
+            layers="every layer" if run.fill == "full" else "first and last layer of each page tensor",
+            tokens_per_pass=job.total_tokens)
     finally:
-        del buf, flat
-        if fill_state is not None:
-            job = None  # noqa: F841  (drops the views and tables)
+        del job  # drops the views and tables
+
+
+def _measure(torch, run: _Run, backend, progress: bool, plant_extra_pages: int, plant_stray_write: bool) -> None:
+    """Allocate, fill (or not) and count; the pool is freed afterwards, also when interrupted."""
+    buf = _allocate(torch, run, run.num_blocks + plant_extra_pages)
+    tables, ranges = _block_tables(torch, run.plan, run.batch, torch.device(run.device))
+    try:
+        if backend is not None:
+            _fill(torch, run, backend, buf, tables, ranges, progress, plant_stray_write)
+        else:
+            run.counts = _count_unfilled(torch, run, buf)
+    except KeyboardInterrupt:
+        run.complete = False
+    finally:
+        del buf
         tables = None
-        if device == "cuda":
+        if run.device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
-    end = {}
-    if device == "cuda":
-        end = {"allocated": torch.cuda.memory_allocated(), "free": torch.cuda.mem_get_info()[0]}
+    if run.device == "cuda":
+        run.end = {"allocated": torch.cuda.memory_allocated(), "free": torch.cuda.mem_get_info()[0]}
 
-    measured = {
-        "storage_bytes": storage,
-        "resident_growth_bytes": after["rss"] - before["rss"] if device == "cpu" else None,
-        "allocator_allocated_delta": after["alloc"] - before["alloc"] if device == "cuda" else None,
-        "allocator_reserved_delta": after["reserved"] - before["reserved"] if device == "cuda" else None,
-        "device_free_delta": before["free"] - after["free"] if device == "cuda" else None,
-        "allocator_back_to_start": (end["allocated"] == before["alloc"]) if device == "cuda" else None,
-        "device_free_back_to_start_bytes": (before["free"] - end["free"]) if device == "cuda" else None,
-    }
-    groups = []
+
+def _measured(run: _Run, planned: int) -> Measured:
+    if run.device != "cuda":
+        return Measured(storage_bytes=run.storage, resident_growth_bytes=run.after["rss"] - run.before["rss"])
+    b, a, e = run.before, run.after, run.end
+    return Measured(
+        storage_bytes=run.storage,
+        allocator_allocated_delta=a["alloc"] - b["alloc"],
+        allocator_reserved_delta=a["reserved"] - b["reserved"],
+        device_free_delta=b["free"] - a["free"],
+        allocator_back_to_start=e["allocated"] == b["alloc"],
+        device_free_back_to_start_bytes=b["free"] - e["free"],
+        allocator_rounding_bytes=a["alloc"] - b["alloc"] - planned,
+    )
+
+
+def _groups(run: _Run) -> tuple[VerifyGroup, ...]:
+    """Per group: blocks and bytes for the batch, its views of the pool, and what was expected and written."""
+    p, counts = run.plan, run.counts
+    out = []
     for g in p.groups:
-        gt = [t for t in tensors if t.group == g.index]
-        n_blocks = g.blocks_per_request * batch
-        groups.append({
-            "group": g.index, "kind": g.kind, "components": list(g.components), "layers": len(g.layers),
-            "blocks": n_blocks,
-            "predicted_bytes": g.analytic_bytes * batch,
-            "planned_bytes": n_blocks * p.bytes_per_block,
-            "page_bytes": g.page_bytes, "real_page_bytes": g.real_page_bytes,
-            "views": [{"component": t.component, "layers": len(t.layers), "page_bytes": t.page_bytes,
-                       "real_page_bytes": t.real_page_bytes, "offset": t.offset, "layer_stride": t.layer_stride,
-                       "block_stride": t.block_stride} for t in gt],
-            "expected_written_bytes": (expected or {}).get(g.index, 0),
-            "written_bytes": counts["data"][g.index] if counts else None,
-            "padding_written_bytes": counts["padding"][g.index] if counts else None,
-        })
-    written = counts["total"] if counts else None
-    in_pages = (sum(counts["data"].values()) + sum(counts["padding"].values()) + counts["null"]) if counts else 0
+        n_blocks = g.blocks_per_request * run.batch
+        views = tuple(VerifyView(t.component, len(t.layers), t.page_bytes, t.real_page_bytes, t.offset,
+                                 t.layer_stride, t.block_stride) for t in run.tensors if t.group == g.index)
+        out.append(VerifyGroup(
+            group=g.index, kind=g.kind_name, components=tuple(g.components), layers=len(g.layers), blocks=n_blocks,
+            predicted_bytes=g.analytic_bytes * run.batch, planned_bytes=n_blocks * p.bytes_per_block,
+            page_bytes=g.page_bytes, real_page_bytes=g.real_page_bytes, views=views,
+            expected_written_bytes=(run.expected or {}).get(g.index, 0),
+            written_bytes=counts["data"][g.index] if counts else None,
+            padding_written_bytes=counts["padding"][g.index] if counts else None,
+        ))
+    return tuple(out)
+
+
+def _in_pages(counts) -> int:
+    """Written bytes found inside some view's pages (real bytes, padding, the null block)."""
+    return (sum(counts["data"].values()) + sum(counts["padding"].values()) + counts["null"]) if counts else 0
+
+
+def _checks(run: _Run, planned: int, measured: Measured, groups) -> tuple[Check, ...]:
+    """Each measured figure against its prediction."""
+    p, counts = run.plan, run.counts
     checks = [
-        ("allocated_bytes == planned_bytes", storage == planned),
-        ("every group's pages fit in one block", all(g.page_bytes <= p.bytes_per_block for g in p.groups)),
+        Check("allocated_bytes == planned_bytes", run.storage == planned),
+        Check("every group's pages fit in one block", all(g.page_bytes <= p.bytes_per_block for g in p.groups)),
     ]
-    if device == "cuda":
-        rounding = measured["allocator_allocated_delta"] - planned
-        measured["allocator_rounding_bytes"] = rounding
-        checks.append(("allocator delta == planned_bytes rounded up to the allocator's 512 B", 0 <= rounding < 512))
-        checks.append(("allocator back to its starting level afterwards", bool(measured["allocator_back_to_start"])))
-    if counts is not None:
-        if fill == "none":
-            checks.append(("written_bytes == 0 with --fill none", written == 0))
-        else:
-            for g in groups:
-                checks.append((f"group {g['group']}: written == expected ({g['expected_written_bytes']:,} B)",
-                               g["written_bytes"] == g["expected_written_bytes"]))
-            checks.append(("page padding still holds the sentinel", sum(counts["padding"].values()) == 0))
-            checks.append(("null block still holds the sentinel", counts["null"] == 0))
-            checks.append(("no byte written outside the pages", written == in_pages))
-            checks.append((f"read-back of {len(readback)} sampled page tensors within tolerance",
-                           bool(readback) and all(c["pass"] for c in readback)))
-    verdict = "incomplete" if not complete else ("pass" if all(ok for _, ok in checks) else "fail")
-    fill_seconds = seconds.get("fill_pass1")
-    return {
-        "model": p.model,
-        "context_tokens": p.context,
-        "precision": p.precision,
-        "engine": p.engine,
-        "engine_version": p.engine_version,
-        "device": device,
-        "fill": fill,
-        "writer": writer,
-        "batch": batch,
-        "complete": complete,
-        "predicted_bytes": p.analytic_bytes * batch,
-        "planned_bytes": planned,
-        "planned_blocks": num_blocks,
-        "bytes_per_block": p.bytes_per_block,
-        "allocated_bytes": storage,
-        "expected_written_bytes": sum(expected.values()) if expected else 0,
-        "written_bytes": written,
-        "stray_written_bytes": (written - in_pages) if counts else None,
-        "measured": measured,
-        "seconds": seconds,
-        "fill_bytes_per_second": (counts["total"] / fill_seconds) if (counts and fill_seconds) else None,
-        "device_copy_bytes_per_second": copy_bw,
-        "fill_info": fill_info,
-        "groups": groups,
-        "readback": readback,
-        "tolerances": TOLERANCES if fill != "none" else {},
-        "checks": [{"check": name, "pass": ok} for name, ok in checks],
-        "verdict": verdict,
-        "basis": ("predicted: exact analytic bytes (kvcalc estimate, complete basis); planned: the engine's "
-                  "paged pool (blocks x bytes per block, null block included); allocated: storage bytes on "
-                  "CPU, allocator delta on CUDA; written: bytes counted in memory after the fill"),
-    }
+    if run.device == "cuda":
+        checks.append(Check("allocator delta == planned_bytes rounded up to the allocator's 512 B",
+                            0 <= measured.allocator_rounding_bytes < 512))
+        checks.append(Check("allocator back to its starting level afterwards", bool(measured.allocator_back_to_start)))
+    if counts is None:
+        return tuple(checks)
+    if run.fill == "none":
+        checks.append(Check("written_bytes == 0 with fill none", counts["total"] == 0))
+        return tuple(checks)
+    for g in groups:
+        checks.append(Check(f"group {g.group}: written == expected ({g.expected_written_bytes:,} B)",
+                            g.written_bytes == g.expected_written_bytes))
+    checks.append(Check("page padding still holds the sentinel", sum(counts["padding"].values()) == 0))
+    checks.append(Check("null block still holds the sentinel", counts["null"] == 0))
+    checks.append(Check("no byte written outside the pages", counts["total"] == _in_pages(counts)))
+    checks.append(Check(f"read-back of {len(run.readback)} sampled page tensors within tolerance",
+                        bool(run.readback) and all(c.passed for c in run.readback)))
+    return tuple(checks)
+
+
+def _result(run: _Run, planned: int, writer, copy_bw) -> VerifyResult:
+    p, counts, batch = run.plan, run.counts, run.batch
+    measured = _measured(run, planned)
+    groups = _groups(run)
+    checks = _checks(run, planned, measured, groups)
+    verdict = "incomplete" if not run.complete else ("pass" if all(c.passed for c in checks) else "fail")
+    written = counts["total"] if counts else None
+    fill_seconds = run.seconds.get("fill_pass1")
+    return VerifyResult(
+        model=p.model, context_tokens=p.context, precision=p.precision, engine=p.engine,
+        engine_version=p.engine_version, device=run.device, fill=run.fill, writer=writer, batch=batch,
+        complete=run.complete, predicted_bytes=p.analytic_bytes * batch, planned_bytes=planned,
+        planned_blocks=run.num_blocks, bytes_per_block=p.bytes_per_block, allocated_bytes=run.storage,
+        expected_written_bytes=sum(run.expected.values()) if run.expected else 0,
+        written_bytes=written,
+        stray_written_bytes=(written - _in_pages(counts)) if counts else None,
+        measured=measured,
+        seconds=Seconds(**run.seconds),
+        fill_bytes_per_second=(counts["total"] / fill_seconds) if (counts and fill_seconds) else None,
+        device_copy_bytes_per_second=copy_bw,
+        fill_info=run.fill_info,
+        groups=groups,
+        readback=tuple(run.readback),
+        tolerances=TOLERANCES if run.fill != "none" else {},
+        checks=checks,
+        verdict=verdict,
+    )
+
+
+def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", writer: str | None = None,
+           model=None, progress: bool = False, plant_extra_pages: int = 0,
+           plant_stray_write: bool = False) -> VerifyResult:
+    """Allocate ``pool_plan``'s pool for ``batch`` requests on ``device``, fill it (``fill``: none, sample,
+    full) through ``writer`` (triton or torch; default triton on CUDA, torch on CPU) and compare the
+    measurements with the plan.
+
+    Planted faults the check must catch (used by the tests): ``plant_extra_pages`` allocates that many
+    blocks more than planned; ``plant_stray_write`` writes one byte into the null block after the fill."""
+    p = pool_plan
+    _check_inputs(p, batch, device, fill)
+    torch = _torch()
+    num_blocks = p.blocks_per_request * batch + p.null_blocks
+    planned = num_blocks * p.bytes_per_block
+    _check_room(torch, device, planned)
+    writer, backend = _fill_backend(p, fill, writer, device, model)
+    copy_bw = _copy_bandwidth(torch, device)
+    run = _Run(plan=p, device=device, batch=batch, fill=fill, num_blocks=num_blocks)
+    _measure(torch, run, backend, progress, plant_extra_pages, plant_stray_write)
+    return _result(run, planned, writer, copy_bw)
 
 
 def run_one(model, context: int, *, precision=None, engine="vllm", settings=None, batch=1, device="cpu",
-            fill="none", writer=None, tp=1, rank=0, progress=False) -> dict:
+            fill="none", writer=None, tp=1, rank=0, progress=False) -> VerifyResult:
     """Plan one rank's shard of ``model`` at ``context`` and verify it."""
     from ..plan import plan
 
     p = plan(model, context, precision=precision, engine=engine, settings=settings, tp=tp)
     out = verify(p, batch=batch, device=device, fill=fill, writer=writer, model=model, progress=progress)
-    out["tp"], out["rank"] = tp, rank
-    return out
+    return replace(out, tp=tp, rank=rank)
 
 
-def run(model, context: int, *, tp: int = 1, **kw) -> dict:
+def run(model, context: int, *, tp: int = 1, **kw) -> VerifyResult:
     """`kvcalc verify`: one rank in this process, or ``tp`` ranks in their own processes (gathered on rank 0);
-    the combined report sums bytes over ranks and passes only when every rank passes."""
+    the combined result sums bytes over ranks and passes only when every rank passes."""
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise KvcalcError(f"tp: must be a positive integer, got {tp!r}", param="tp")
     if tp == 1:
@@ -384,25 +466,5 @@ def run(model, context: int, *, tp: int = 1, **kw) -> dict:
     from .parallel import run_ranks
 
     kw = dict(kw, progress=False)
-    ranks = run_ranks(tp, dict(kw, model=model, context=context, tp=tp))
-    first = ranks[0]
-    out = {k: first[k] for k in ("model", "context_tokens", "precision", "engine", "engine_version", "device", "fill",
-                                 "writer", "batch", "basis", "tolerances")}
-    for k in ("predicted_bytes", "planned_bytes", "allocated_bytes", "expected_written_bytes", "written_bytes"):
-        out[k] = sum(r[k] or 0 for r in ranks)
-    out["groups"] = [
-        dict(g, **{k: sum(r["groups"][i][k] or 0 for r in ranks)
-                   for k in ("blocks", "predicted_bytes", "planned_bytes", "expected_written_bytes", "written_bytes")})
-        for i, g in enumerate(first["groups"])
-    ]
-    out["planned_blocks"] = sum(r["planned_blocks"] for r in ranks)
-    out["measured"] = {"per_rank": [r["measured"] for r in ranks]}
-    out["complete"] = all(r["complete"] for r in ranks)
-    out["checks"] = [dict(c, check=f"rank {r['rank']}: {c['check']}") for r in ranks for c in r["checks"]]
-    out["verdict"] = ("incomplete" if not out["complete"] else
-                      "pass" if all(r["verdict"] == "pass" for r in ranks) else "fail")
-    out["tp"] = tp
-    out["ranks"] = ranks
-    out["seconds"] = first["seconds"]
-    out["fill_bytes_per_second"] = None
-    return out
+    ranks = run_ranks(tp, dict(kw, model=model, context=context, tp=tp), run_one)
+    return combine([VerifyResult.from_json(r) for r in ranks], tp)

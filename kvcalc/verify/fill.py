@@ -33,7 +33,9 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import KvcalcError
+from ..pool import GroupKind
 from ..specs import CompressedMLA, CompressorState, IndexerCache, MLALatent
+from .result import Readback
 
 SENTINEL = 0xA5
 SENTINEL2 = 0x5A  # the second pass's sentinel: a byte the fill writes can equal one of them, never both
@@ -112,7 +114,7 @@ def classify(model, page_component: str) -> str:
     if isinstance(comp, CompressedMLA):
         if not comp.shared_kv:
             raise KvcalcError(f"fill: component {comp.name} stores separate K and V entries; the kernels write "
-                              "shared K=V entries only (use --fill none)", param="fill")
+                              "shared K=V entries only (use {{fill}} none)", param="fill")
         return "compressed"
     if isinstance(comp, IndexerCache):
         return "compressed" if comp.ratio > 1 else "rows"
@@ -120,7 +122,7 @@ def classify(model, page_component: str) -> str:
         return "rows"
     raise KvcalcError(
         f"fill: component {comp.name} ({comp.kind}) has no writer: the kernels fill DeepSeek's MLA, window, "
-        "compressed, indexer and compressor-state caches; use --fill none to verify the allocation only",
+        "compressed, indexer and compressor-state caches; use {{fill}} none to verify the allocation only",
         param="fill")
 
 
@@ -269,13 +271,13 @@ def load_backend(name: str, device: str):
         import kvcalc_kernels as K
         from kvcalc_kernels import reference as R
     except ImportError as exc:
-        raise KvcalcError(f"--fill needs triton: pip install 'kvcalc[verify]' ({exc})") from None
+        raise KvcalcError(f"{{{{fill}}}} needs triton: pip install 'kvcalc[verify]' ({exc})") from None
     if name == "triton" and device == "cpu":
         from kvcalc_kernels import _checks
 
         if not _checks.KERNELS_INTERPRETED:
             raise KvcalcError("writer: the Triton writer on a CPU needs TRITON_INTERPRET=1 before kvcalc_kernels "
-                              "is imported; use --writer torch", param="writer")
+                              "is imported; use {{writer}} torch", param="writer")
     return torch, K, R, (TritonWriter if name == "triton" else TorchWriter)(torch, K, R)
 
 
@@ -334,7 +336,7 @@ class Fill:
             fmt = _V32_WRITERS[fmt]  # V3.2's writers: fp32 rows quantised directly, ceil(log2(scale)) in fp32
         return Job(request=r, group=t.group, component=t.component, comp=comp, kind=kind, layer=layer,
                    layer_pos=i, fmt=fmt, block_size=page.entries_per_block, table=self.tables[(r, t.group)],
-                   cyclic=g.kind.startswith("window"), tensor=t,
+                   cyclic=g.kind is GroupKind.WINDOW, tensor=t,
                    salt=_salt(r, layer, sorted(self.model.components).index(t.component)),
                    extra={"entry_bytes": page.entry_bytes, "page_block_size": page.block_size})
 
@@ -442,7 +444,7 @@ class Fill:
             return []
         return sorted({lo, (lo + n_items - 1) // 2, n_items - 1})
 
-    def readback(self) -> list[dict]:
+    def readback(self) -> list[Readback]:
         """Sampled entries of the first and last layer of every page tensor (request 0 and the last one),
         read from the pool and compared with the torch reference on regenerated inputs."""
         torch, K, R = self.torch, self.K, self.R
@@ -501,6 +503,6 @@ class Fill:
         return out
 
     @staticmethod
-    def _check(job, tolerance, idx, ok) -> dict:
-        return {"request": job.request, "group": job.group, "component": job.component, "layer": job.layer,
-                "indices": list(idx), "tolerance": tolerance, "pass": ok}
+    def _check(job, tolerance, idx, ok) -> Readback:
+        return Readback(request=job.request, group=job.group, component=job.component, layer=job.layer,
+                        indices=tuple(idx), tolerance=tolerance, passed=ok)

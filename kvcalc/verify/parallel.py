@@ -19,11 +19,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(rank: int, world: int, port: int, out_path: str, kwargs: dict) -> None:
+def _rank_main(rank: int, world: int, port: int, out_path: str, kwargs: dict, run_one) -> None:
     import torch
     import torch.distributed as dist
-
-    from . import run_one
 
     device = kwargs["device"]
     backend = "nccl" if device == "cuda" else "gloo"
@@ -32,7 +30,7 @@ def _rank_main(rank: int, world: int, port: int, out_path: str, kwargs: dict) ->
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         try:
-            result = run_one(rank=rank, **kwargs)
+            result = run_one(rank=rank, **kwargs).to_json()
         except KvcalcError as exc:
             result = {"error": str(exc), "param": exc.param}
         except Exception as exc:  # reported by the launcher as one line
@@ -46,7 +44,9 @@ def _rank_main(rank: int, world: int, port: int, out_path: str, kwargs: dict) ->
         dist.destroy_process_group()
 
 
-def run_ranks(world: int, kwargs: dict) -> list[dict]:
+def run_ranks(world: int, kwargs: dict, run_one) -> list[dict]:
+    """Run ``run_one`` (kvcalc.verify.run_one, passed in: this module never imports its package) on ``world``
+    ranks and gather their reports."""
     import torch
     import torch.multiprocessing as mp
 
@@ -55,7 +55,7 @@ def run_ranks(world: int, kwargs: dict) -> list[dict]:
                           f"{torch.cuda.device_count()}", param="tp")
     with tempfile.TemporaryDirectory(prefix="kvcalc-verify-") as d:
         out_path = os.path.join(d, "ranks.json")
-        mp.start_processes(_rank_main, args=(world, _free_port(), out_path, kwargs), nprocs=world, join=True,
+        mp.start_processes(_rank_main, args=(world, _free_port(), out_path, kwargs, run_one), nprocs=world, join=True,
                            start_method="spawn")
         with open(out_path) as f:
             results = json.load(f)

@@ -1,0 +1,241 @@
+"""The typer app, the options several commands share (declared once), and engine options built from the
+engines' own declarations."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+from typing import Optional
+
+import typer
+
+from ..engines import engine_names, engines, get_engine
+from ..errors import KvcalcError
+from ..textout import write as write_out  # a closed pipe stops quietly (textout.PipeClosed)
+
+app = typer.Typer(
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="kvcalc: exact KV-cache memory for LLMs. Token counts take binary suffixes (1M = 1,048,576 tokens, "
+    "128k = 131,072); bytes are printed in binary units (1 GiB = 2^30 B).",
+)
+
+
+class _Command(typer.core.TyperCommand):
+    """typer 0.28 writes a required argument as `{MODEL}` in the usage line; kvcalc's usage lines name it
+    plainly (`kvcalc compare [OPTIONS] A B`), optional ones in brackets as usual. Through click's public
+    ``collect_usage_pieces`` and typer's documented ``cls=``."""
+
+    def collect_usage_pieces(self, ctx):
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
+
+
+def command(*args, **kwargs):
+    return app.command(*args, cls=_Command, **kwargs)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        plans = ", ".join(e.title for e in engines() if e.version)
+        print(f"kvcalc {__version__} (plans {plans})")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", help="Print the version and exit.", callback=_version,
+                                       is_eager=True)) -> None:
+    """kvcalc: exact KV-cache memory for LLMs."""
+
+
+# ---- shared help and options ---------------------------------------------------------------------------------
+CONTEXT_HELP = (
+    "Context length in tokens: a plain integer or a binary suffix k/M/G (1M = 1,048,576; 128k = 131,072). "
+    "Repeat the option or separate with commas for several."
+)
+HF_HELP = ("A Hugging Face config.json, a folder holding one, or a hub id org/name (fetched by huggingface_hub "
+           "when installed) instead of MODEL.")
+HF_MANY_HELP = ("A Hugging Face config.json, a folder holding one, or a hub id org/name (fetched by huggingface_hub "
+                "when installed). Repeatable.")
+PRECISION_HELP = "Storage precision as the model config names it (e.g. bf16, fp8), or 'all'. Repeatable."
+BASIS_HELP = (
+    "complete: everything a request holds (K/V, latents, window, compressed entries, indexer, compressor or SSM "
+    "state; MTP with "
+    "--mtp). article: what vLLM's DeepSeek V4 write-up counts (no state, no MTP)."
+)
+ENGINE_HELP = "; ".join(f"{e.name}: {e.summary}" for e in engines())
+
+
+def model_arg():
+    return typer.Argument(None, metavar="MODEL", show_default=False)
+
+
+def hf_option():
+    return typer.Option(None, "--hf", help=HF_HELP)
+
+
+def json_option(help: str = "Print JSON."):
+    return typer.Option(False, "--json", help=help)
+
+
+def basis_option():
+    return typer.Option("complete", "--basis", help=BASIS_HELP)
+
+
+def engine_option(default: str, help: str = ""):
+    return typer.Option(default, "--engine", help=help or f"One of {', '.join(engine_names())} ({ENGINE_HELP}).")
+
+
+def print_json(obj) -> None:
+    write_out(json.dumps(obj, indent=2) + "\n")
+
+
+def warn(lines) -> None:
+    for line in lines:
+        print(f"kvcalc: warning: {line}", file=sys.stderr)
+
+
+def console():
+    from ..textout import Console
+
+    return Console()  # $COLUMNS or the terminal's width on a terminal, else $COLUMNS or 120
+
+
+# ---- engine options ------------------------------------------------------------------------------------------
+def _engine_params(command_name: str) -> list[tuple[str, object, inspect.Parameter]]:
+    """(settings name, the declaring option, a typer parameter) for every engine option this command takes,
+    one per flag."""
+    seen, out = set(), []
+    for eng in engines():
+        for opt in eng.options:
+            if command_name not in opt.commands or opt.flag in seen:
+                continue
+            seen.add(opt.flag)
+            if opt.type is bool:
+                info = typer.Option(opt.cli_default, f"{opt.flag}/{opt.negative}", help=opt.help)
+                ann = bool
+            else:
+                info = typer.Option(None, opt.flag, help=opt.help)
+                ann = Optional[opt.type]
+            out.append((opt.name, opt, inspect.Parameter(f"engine__{opt.name}", inspect.Parameter.KEYWORD_ONLY,
+                                                         default=info, annotation=ann)))
+    return out
+
+
+def with_engine_options(command_name: str):
+    """Give the command every engine's options for it; the command gets them as ``engine_values`` (name ->
+    value; None where the user gave none, or a boolean left at its default)."""
+    def wrap(fn):
+        params = _engine_params(command_name)
+        sig = inspect.signature(fn, eval_str=True)
+        base = [p for p in sig.parameters.values() if p.name != "engine_values"]
+
+        def wrapper(**kwargs):
+            values = {}
+            for name, opt, param in params:
+                v = kwargs.pop(param.name)
+                values[name] = None if (opt.type is bool and v == opt.cli_default) else v
+            return fn(engine_values=values, **kwargs)
+
+        wrapper.__name__, wrapper.__doc__, wrapper.__module__ = fn.__name__, fn.__doc__, fn.__module__
+        wrapper.__signature__ = sig.replace(parameters=base + [p for _, _, p in params])
+        wrapper.__annotations__ = {p.name: p.annotation for p in wrapper.__signature__.parameters.values()}
+        return wrapper
+    return wrap
+
+
+def engine_settings(engine: str, values: dict, *, gpu=None, model=None):
+    """The engine's settings from the values its options took; a value given for another engine's option is
+    refused with its flag."""
+    eng = get_engine(engine)
+    mine = {o.name for o in eng.options}
+    for name, v in values.items():
+        if v is not None and name not in mine:
+            owner = next(e.name for e in engines() for o in e.options if o.name == name)
+            raise KvcalcError(f"{name}: a setting of the {owner} engine, not of {eng.name} ({{{{engine}}}} {owner})",
+                              param=name)
+    return eng.settings({k: v for k, v in values.items() if k in mine}, gpu=gpu, model=model)
+
+
+# ---- one main: errors to one line and an exit code ------------------------------------------------------------
+def _usage_error(exc) -> str:
+    """Click's usage errors (unknown option, missing argument, bad int) as one line."""
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "kvcalc"
+    message = " ".join(exc.format_message().split())
+    sub = command.split(" ", 1)[1] if " " in command else ""  # "kvcalc: error:" already names the program
+    return f"{sub + ': ' if sub else ''}{message} (see `{command} --help`)"
+
+
+def main(argv: list[str] | None = None, application=None) -> None:
+    try:
+        rc = run(argv, application)
+    except BrokenPipeError:  # `kvcalc ... | head`, wherever it happened
+        _silence_stdout()
+        rc = 0
+    sys.exit(rc)
+
+
+#: click's Abort (Ctrl-C at a prompt), through typer's public name where it has one
+_ABORT = getattr(typer, "Abort", KeyboardInterrupt)
+
+
+def _click_kind(exc: BaseException) -> str | None:
+    """'help' for a bare `kvcalc`, 'usage' for any click error, None otherwise. Recognised by click's public
+    exception API (``format_message`` and ``exit_code``, class names in the MRO), so it works whether typer
+    vendors click (>= 0.27, a private module) or depends on it (< 0.27): no private import."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    if "NoArgsIsHelpError" in names:
+        return "help"
+    if "ClickException" in names and callable(getattr(exc, "format_message", None)):
+        return "usage"
+    return None
+
+
+def run(argv: list[str] | None, application=None) -> int:
+    """Run one command line; returns the exit code (errors printed as one line)."""
+    try:
+        rc = (application or app)(args=argv, prog_name="kvcalc", standalone_mode=False)
+    except KvcalcError as exc:
+        print(f"kvcalc: error: {exc.renamed(_flags())}", file=sys.stderr)
+        rc = exc.exit_code
+    except BrokenPipeError:
+        raise
+    except (KeyboardInterrupt, _ABORT):
+        rc = 130
+    except Exception as exc:
+        kind = _click_kind(exc)
+        if kind == "help":  # bare `kvcalc`: the help, not an error
+            print(exc.format_message())
+            rc = 0
+        elif kind == "usage":
+            print(f"kvcalc: error: {_usage_error(exc)}", file=sys.stderr)
+            rc = 2
+        elif os.environ.get("KVCALC_DEBUG"):
+            raise
+        else:  # a bug: one line, never a traceback, unless asked for
+            print(f"kvcalc: internal error: {type(exc).__name__}: {exc} (KVCALC_DEBUG=1 shows the traceback)",
+                  file=sys.stderr)
+            rc = 1
+    return rc if isinstance(rc, int) else 0
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _flags() -> dict:
+    from ..present.flags import FLAGS
+
+    return FLAGS

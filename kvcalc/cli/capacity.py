@@ -1,0 +1,99 @@
+"""`capacity`: how many requests fit on real GPUs, as the engine counts them."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ..errors import KvcalcError
+from .app import (command, console, engine_option, engine_settings, hf_option, json_option, model_arg, print_json,
+                  warn, with_engine_options)
+from .files import one_model
+
+#: GiB figures on the command line: a typo guard
+MAX_GIB = 1 << 30
+
+
+def _gib(value: float | None, flag: str) -> int | None:
+    from ..units import GIB
+
+    if value is None:
+        return None
+    if not (value == value and 0 <= value <= MAX_GIB):
+        raise KvcalcError(f"{flag}: must be a number of GiB from 0 to 2^30, got {value}")
+    return int(value * GIB)
+
+
+def _parallel(tp: int, pp: int, dp: int, ep: bool, gpus: int | None):
+    from ..capacity import Parallel
+
+    par = Parallel(tp=tp, pp=pp, dp=dp, ep=ep)
+    par.check()
+    if gpus is not None and gpus != par.gpus:
+        raise KvcalcError(f"--gpus: {gpus} GPUs, but tp {tp} x pp {pp} x dp {dp} = {par.gpus}")
+    return par
+
+
+@command("capacity")
+@with_engine_options("capacity")
+def capacity_cmd(
+    model: Optional[str] = model_arg(),
+    hf: Optional[str] = hf_option(),
+    context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: 1M, or with --concurrency the model's max_context)."),
+    precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
+    engine: str = engine_option("vllm"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="Accelerator from `kvcalc gpus` (e.g. h200, h100, b200)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs in all; must equal tp x pp x dp (default: that product)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel stages."),
+    dp: int = typer.Option(1, "--dp", help="Data-parallel replicas (vLLM's attention data parallelism for MLA models: --dp N --tp 1)."),
+    ep: bool = typer.Option(False, "--ep/--no-ep", help="Expert parallelism: routed experts sharded over tp x dp."),
+    kv_memory: Optional[str] = typer.Option(None, "--kv-memory", help="KV pool of each GPU in bytes (suffixes KiB/MiB/GiB), like vLLM's --kv-cache-memory-bytes; replaces GPU memory, weights and reserve."),
+    weights_gib: Optional[float] = typer.Option(None, "--weights-gib", help="Model weights in GiB, all ranks together (default: the model config's)."),
+    reserve_gib: float = typer.Option(4.0, "--reserve-gib", help="Per-GPU reserve for activations, workspace and CUDA graphs."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Reverse: the longest context at which this many requests fit."),
+    mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s) (speculative decoding on)."),
+    as_json: bool = json_option(),
+    engine_values: dict = None,
+) -> None:
+    """How many requests fit on real GPUs as the engine counts them: paging, shared pool, parallelism, weights."""
+    from ..capacity import capacity as run_capacity, max_context
+    from ..config import load_model
+    from ..engines import get_engine
+    from ..hardware import get_gpu
+    from ..present.capacity import capacity_json, render_capacity
+    from ..units import parse_bytes, parse_tokens
+
+    spec = load_model(one_model(model, hf))
+    eng = get_engine(engine)
+    par = _parallel(tp, pp, dp, ep, gpus)
+    dev = get_gpu(gpu) if gpu is not None else None
+    settings = engine_settings(eng.name, engine_values, gpu=dev, model=spec)
+    args = dict(model=spec, precision=precision, engine=eng.name, settings=settings, parallel=par, gpu=dev,
+                kv_memory=parse_bytes(kv_memory, "--kv-memory") if kv_memory is not None else None,
+                weights_bytes=_gib(weights_gib, "--weights-gib"), reserve_bytes=_gib(reserve_gib, "--reserve-gib"),
+                mtp=mtp)
+    reverse = None
+    if concurrency is not None:
+        limit = parse_tokens(context, "--context") if context else spec.max_context
+        if limit is None:
+            raise KvcalcError(f"--context: {spec.name} states no max_context; give an upper limit with --context")
+        best, cap = max_context(args, concurrency, limit)
+        if cap is None:
+            raise KvcalcError(f"--concurrency: {concurrency:,} requests do not fit at any context on this pool")
+        reverse = (f"Longest context at which {concurrency:,} requests fit per replica: {best:,} tokens "
+                   f"(searched up to {limit:,}).")
+    else:
+        cap = run_capacity(context=parse_tokens(context or "1M", "--context"), **args)
+    if spec.max_context is not None and cap.plan.context > spec.max_context:
+        warn([f"{spec.name}: max_model_len {cap.plan.context:,} exceeds the model's max_context "
+              f"{spec.max_context:,}; vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; computed anyway"])
+    if as_json:
+        out = capacity_json(cap)
+        if concurrency is not None:
+            out["concurrency_asked"] = concurrency
+            out["max_context_tokens"] = cap.plan.context
+        print_json(out)
+        return
+    render_capacity(console(), cap, reverse)

@@ -1,0 +1,45 @@
+"""`check-log`: an engine's start-up log against kvcalc's plan."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from ..errors import KvcalcError
+from .app import command, console, json_option, print_json, with_engine_options
+
+
+def _read(file: str) -> str:
+    if file == "-":
+        return sys.stdin.read()
+    try:
+        with open(file, encoding="utf-8", errors="replace") as f:
+            return f.read(64 << 20)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise KvcalcError(f"FILE: cannot read {file[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+@command("check-log")
+@with_engine_options("check-log")
+def check_log_cmd(
+    file: str = typer.Argument(..., metavar="FILE", help="An engine's start-up log ('-' reads stdin)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="The engine that wrote the log (default: the one "
+                                         "whose lines it holds)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="kvcalc model (default: matched by the log's Hugging Face id)."),
+    precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision (default: from the log's kv_cache_dtype)."),
+    as_json: bool = json_option(),
+    engine_values: dict = None,
+) -> None:
+    """Compare an engine's start-up log's KV cache figures with kvcalc's plan for the same settings."""
+    from ..checklog import check_log
+    from ..present.checklog import check_log_json, render_check_log
+
+    out = check_log(_read(file), file, engine=engine, model=model, precision=precision, settings=engine_values)
+    if as_json:
+        print_json(check_log_json(out))
+    else:
+        render_check_log(console(), out)
+    if out.verdict == "differs":
+        raise typer.Exit(1)

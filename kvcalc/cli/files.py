@@ -1,0 +1,186 @@
+"""Commands that read and write files (`import-hf`, `sweep`, `plot`, `report`), and the model arguments."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import KvcalcError
+from ..textout import write as write_out
+from .app import (CONTEXT_HELP, HF_MANY_HELP, PRECISION_HELP, basis_option, command, console, hf_option,
+                  json_option, model_arg, print_json, warn)
+from ..textout import write as write_out
+
+
+def hf_path(hf: str) -> str:
+    """--hf names a config.json, a folder holding one, or a hub id org/name (fetched by huggingface_hub when
+    it is installed); load_model imports the file."""
+    from ..config.hf import locate
+
+    path = locate(hf)
+    p = Path(path)
+    if not (path.endswith(".json") or (p.is_dir() and (p / "config.json").is_file())):
+        raise KvcalcError(f"--hf: {hf[:200]!r} is neither a config.json nor a folder holding one")
+    return path
+
+
+def models_and_hf(models: Optional[List[str]], hf: Optional[List[str]]) -> list[str]:
+    """MODEL... plus every --hf, in that order; at least one."""
+    out = [*(models or []), *(hf_path(h) for h in hf or [])]
+    if not out:
+        raise KvcalcError("MODEL: give at least one model (a name, a YAML path or a config.json) or --hf")
+    return out
+
+
+def one_model(model: Optional[str], hf: Optional[str]) -> str:
+    if (model is None) == (hf is None):
+        raise KvcalcError("MODEL: give a model (a name or a YAML path) or --hf CONFIG.json, one of the two")
+    return model if model is not None else hf_path(hf)
+
+
+@command("import-hf")
+def import_hf_cmd(
+    config: str = typer.Argument(..., metavar="CONFIG", help="A Hugging Face config.json, a folder holding one, or a hub id org/name (needs huggingface_hub and the network, or its cache)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the YAML here (atomically); default: stdout."),
+    name: Optional[str] = typer.Option(None, "--name", help="Model name (default: the output file's stem, else the config's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the config as JSON ({output, config}) instead of YAML."),
+) -> None:
+    """Turn a Hugging Face config.json into a kvcalc model config, every value citing its field."""
+    from ..config import parse_model
+    from ..config.hf import import_config, locate, read_config, to_yaml
+
+    data, file = read_config(locate(config, "CONFIG"))
+    if name is None and output:
+        name = Path(output).stem
+    cfg = import_config(data, file, name)
+    parse_model(cfg, file)  # the loader's own checks, before anything is written
+    text = to_yaml(cfg)
+    if output:
+        write_atomic(output, text, "--output")
+        print(f"kvcalc: wrote {output} ({cfg['name']}: {cfg['description']})", file=sys.stderr)
+    if as_json:
+        print_json({"output": output, "config": cfg})
+    elif not output:
+        write_out(text)
+
+
+def write_atomic(path: str, text: str, flag: str) -> None:
+    d = os.path.dirname(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        if d:
+            os.makedirs(d, exist_ok=True)
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        try:
+            os.unlink(tmp)
+        except (OSError, ValueError):
+            pass
+        raise KvcalcError(f"{flag}: cannot write {path[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+@command("sweep")
+def sweep_cmd(
+    models: Optional[List[str]] = typer.Argument(None, metavar="MODEL...", help="Config names, YAML paths or config.json files."),
+    hf: Optional[List[str]] = typer.Option(None, "--hf", help=HF_MANY_HELP),
+    context: List[str] = typer.Option(["1k..1M"], "--context", "-c", help="Lists (4k,8k), ranges A..B (--points values, "
+                                      "geometric) or A..B:STEP. Repeatable."),
+    points: int = typer.Option(64, "--points", help="Values per A..B range."),
+    precision: Optional[List[str]] = typer.Option(None, "--precision", "-p", help=PRECISION_HELP),
+    basis: str = basis_option(),
+    mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s)."),
+    fmt: str = typer.Option("csv", "--format", help="csv or json (columnar: one array per field)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here (atomically); default: stdout."),
+    as_json: bool = typer.Option(False, "--json", help="The same as --format json."),
+) -> None:
+    """Exact bytes per sequence over contexts x models x precisions, as a CSV or a columnar JSON."""
+    import io
+
+    from ..sweep import sweep as run_sweep, to_json, write_csv
+    from .contexts import parse_contexts
+
+    if fmt not in ("csv", "json"):
+        raise KvcalcError(f"--format: choose csv or json, got {fmt!r}")
+    if as_json:
+        fmt = "json"
+    contexts = parse_contexts(context, points)
+    cols = run_sweep(models_and_hf(models, hf), contexts, precision, basis, mtp)
+    warn(cols["warnings"])
+    if fmt == "json":
+        text = json.dumps(to_json(cols)) + "\n"
+    else:
+        buf = io.StringIO()
+        write_csv(cols, buf)
+        text = buf.getvalue()
+    if output:
+        write_atomic(output, text, "--output")
+    else:
+        write_out(text)
+
+
+@command("plot")
+def plot_cmd(
+    models: Optional[List[str]] = typer.Argument(None, metavar="MODEL...", help="Config names, YAML paths or config.json files."),
+    hf: Optional[List[str]] = typer.Option(None, "--hf", help=HF_MANY_HELP),
+    context: List[str] = typer.Option(["4k..1M"], "--context", "-c", help="Contexts: A..B range or a list (see sweep)."),
+    output: str = typer.Option(..., "--output", "-o", help="FILE.png or FILE.svg (the suffix picks the format)."),
+    precision: Optional[List[str]] = typer.Option(None, "--precision", "-p", help=PRECISION_HELP),
+    gpu: Optional[List[str]] = typer.Option(None, "--gpu", help="Draw this accelerator's memory (see `kvcalc gpus`). Repeatable."),
+    layers: bool = typer.Option(False, "--layers", help="Per-layer stacked bars at one context instead of memory vs context."),
+    at: Optional[str] = typer.Option(None, "--at", help="The context of --layers (default: the largest of --context)."),
+    points: int = typer.Option(64, "--points", help="Values per A..B range."),
+    basis: str = basis_option(),
+    as_json: bool = typer.Option(False, "--json", help="Also print the numbers drawn, as JSON."),
+) -> None:
+    """Memory vs context on log axes (with GPU memory lines), or a per-layer stacked chart; PNG or SVG."""
+    from ..config import load_model
+    from ..hardware import get_gpu
+    from ..present import plot as P
+    from .contexts import parse_contexts
+    from ..units import parse_tokens
+
+    fmt = P.format_of(output)
+    specs = [load_model(m) for m in models_and_hf(models, hf)]
+    contexts = parse_contexts(context, points)
+    if layers:
+        drawn = P.layers_chart(specs, parse_tokens(at, "--at") if at else int(contexts[-1]), precision, output, basis)
+    else:
+        drawn = P.memory_vs_context(specs, contexts, precision, [get_gpu(g) for g in gpu or []], output, basis)
+    print(f"kvcalc: wrote {output}", file=sys.stderr)
+    if as_json:
+        print_json({"output": output, "format": fmt, **drawn})
+
+
+@command("report")
+def report_cmd(
+    out: str = typer.Option("reports", "--out", help="Folder to write (default: reports/ here)."),
+    check: bool = typer.Option(False, "--check", help="Only compare the committed tables with what the code prints; exit 1 on a difference."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Also draw the plots (needs kvcalc[plot])."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written or checked, as JSON."),
+) -> None:
+    """Regenerate every published table and plot under reports/ (or check the committed ones)."""
+    from . import reports as regen
+
+    if check:
+        checked, stale = regen.check(out)
+        for name in stale:
+            print(f"kvcalc: {out}/{name} differs from what the code prints; run `kvcalc report`", file=sys.stderr)
+        if as_json:
+            print_json({"out": out, "checked": checked, "stale": stale, "match": not stale})
+        if stale:
+            raise typer.Exit(1)
+        print(f"kvcalc: {len(checked)} tables under {out}/ match the code", file=sys.stderr)
+        return
+    written = regen.generate(out, plots)
+    if as_json:
+        print_json({"out": out, "written": written})
+    else:
+        for path in written:
+            print(f"wrote {path}")

@@ -1,0 +1,65 @@
+"""`verify`: allocate the planned caches on a device, fill them, measure."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Optional
+
+import typer
+
+from .app import (command, console, engine_option, engine_settings, hf_option, json_option, model_arg, print_json,
+                  with_engine_options)
+from .files import one_model, write_atomic
+
+
+@command("verify")
+@with_engine_options("verify")
+def verify_cmd(
+    model: Optional[str] = model_arg(),
+    hf: Optional[str] = hf_option(),
+    context: str = typer.Option("128k", "--context", "-c", help="max_model_len in tokens."),
+    precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
+    engine: str = engine_option("vllm", "The engine whose block pool is allocated (vllm)."),
+    batch: int = typer.Option(1, "--batch", "-b", help="Requests to allocate for."),
+    device: str = typer.Option("cpu", "--device", help="cuda or cpu."),
+    fill: Optional[str] = typer.Option(
+        None, "--fill", help="full (every layer), sample (first and last layer of each page tensor) or none "
+        "(allocation only). Default: full on cuda, sample on cpu."),
+    writer: Optional[str] = typer.Option(
+        None, "--writer", help="triton (the kernels; on a CPU under TRITON_INTERPRET=1, slow) or torch (the "
+        "reference). Default: triton on cuda, torch on cpu."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks: one process per rank, each allocating its shard."),
+    report_path: Optional[str] = typer.Option(
+        None, "--report", help="Also write the JSON report to this file (atomically); 'auto': reports/verify/<run>.json."),
+    as_json: bool = json_option(),
+    engine_values: dict = None,
+) -> None:
+    """Allocate the planned caches on a device, fill them as a prefill would, and compare what was allocated and
+    written with the prediction."""
+    from ..config import load_model
+    from ..present.verify import render_verify
+    from ..units import parse_tokens
+    from ..verify import run as run_verify
+
+    spec = load_model(one_model(model, hf))
+    ctx = parse_tokens(context, "--context")
+    fill = fill or ("full" if device == "cuda" else "sample")
+    settings = engine_settings(engine, engine_values, model=spec)
+    out = run_verify(spec, ctx, precision=precision, engine=engine, settings=settings, batch=batch, device=device,
+                     fill=fill, writer=writer, tp=tp, progress=sys.stderr.isatty() and not as_json)
+    if report_path:
+        if report_path == "auto":
+            report_path = os.path.join("reports", "verify", f"{out.model}-{out.precision}-{ctx}-{device}-{fill}"
+                                       f"{'-tp%d' % tp if tp > 1 else ''}.json")
+        write_atomic(report_path, json.dumps(out.to_json(), indent=2) + "\n", "--report")
+    if as_json:
+        print_json(out.to_json())
+    else:
+        render_verify(console(), out)
+    if out.verdict == "incomplete":
+        print("kvcalc: interrupted: the report is marked incomplete", file=sys.stderr)
+        raise typer.Exit(130)
+    if out.verdict != "pass":
+        raise typer.Exit(1)

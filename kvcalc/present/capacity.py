@@ -1,0 +1,119 @@
+"""`capacity`: the memory budget, the engine's groups, what one request reserves, and how many fit."""
+
+from __future__ import annotations
+
+from ..errors import with_names
+from ..units import format_bytes
+from .common import NARROW_BELOW, ctx_text, table
+from .flags import FLAGS
+
+
+def capacity_json(c) -> dict:
+    """The capacity answer as one JSON object (bytes throughout; per GPU unless named total)."""
+    p = c.plan
+    return {
+        "model": c.model.name,
+        "context_tokens": p.context,
+        "precision": p.precision,
+        "engine": p.engine,
+        "engine_version": p.engine_version,
+        "engine_settings": p.settings_json,
+        "layout": p.layout.value,
+        "grouping": p.grouping,
+        "padding_layers": p.padding_layers,
+        "parallel": {"tp": c.parallel.tp, "pp": c.parallel.pp, "dp": c.parallel.dp, "ep": c.parallel.ep,
+                     "gpus": c.parallel.gpus},
+        "gpu": None if c.gpu is None else {"key": c.gpu.key, "name": c.gpu.name, "memory_bytes": c.gpu.memory_bytes,
+                                           "basis": c.gpu.basis, "source": c.gpu.source},
+        **(c.budget.json if c.budget is not None else {k: None for k in c.engine.budget_keys}),
+        "requested_bytes_per_gpu": c.requested_bytes,
+        "weights_bytes_per_gpu": c.weights_bytes_per_gpu,
+        "weights_total_bytes": c.weights_total_bytes,
+        "weights_basis": with_names(c.weights_source, FLAGS),
+        "reserve_bytes_per_gpu": c.reserve_bytes,
+        "kv_pool_bytes_per_gpu": c.kv_pool_bytes_per_gpu,
+        "kv_pool_given": c.pool_given,
+        "bytes_per_block": p.bytes_per_block,
+        "num_blocks": c.num_blocks,
+        "null_blocks": p.null_blocks,
+        "blocks_per_request": p.blocks_per_request,
+        "per_request_bytes": p.per_request_bytes,
+        "analytic_bytes": p.analytic_bytes,
+        "max_concurrency": c.max_concurrency,
+        "requests_per_replica": c.requests_per_replica,
+        "total_requests": c.total_requests,
+        "cache_tokens": c.cache_tokens,
+        "engine_log_line": c.log_line,
+        "pages": p.pages_json(),
+        "notes": list(c.notes),
+        "units": "bytes",
+    }
+
+
+def _layers_text(layers: tuple[int, ...]) -> str:
+    """(0, 2, 4, ..., 60) -> '0..60 step 2'; short lists written out."""
+    if len(layers) <= 3:
+        return ",".join(map(str, layers))
+    step = layers[1] - layers[0]
+    if step > 0 and all(b - a == step for a, b in zip(layers, layers[1:])):
+        return f"{layers[0]}..{layers[-1]}" + (f" step {step}" if step > 1 else "")
+    return f"{len(layers)} layers"
+
+
+def render_capacity(con, c, reverse: str | None = None) -> None:
+    p = c.plan
+    par = c.parallel
+    where = f"{par.gpus} x {c.gpu.name}" if c.gpu else f"{par.gpus} GPU{'s' if par.gpus > 1 else ''}"
+    eng = c.engine.title
+    con.print(f"{c.model.display_name}, {p.precision}, max_model_len {ctx_text(p.context)} on {where}; {eng}")
+    con.print(f"Parallel: tp {par.tp} x pp {par.pp} x dp {par.dp}" + (" (expert parallel)" if par.ep else "")
+              + "; figures per GPU unless marked total")
+    if reverse:
+        con.print(reverse)
+    t = table()
+    t.add_column("per GPU")
+    t.add_column("bytes", justify="right", no_wrap=True)
+    t.add_column("basis")
+    if c.pool_given:
+        t.add_row("KV pool", format_bytes(c.kv_pool_bytes_per_gpu), f"given ({FLAGS['kv_memory']})")
+    else:
+        t.add_row("device memory", format_bytes(c.gpu.memory_bytes), f"{c.gpu.basis}")
+        for step in c.budget.steps:
+            t.add_row(step.label, format_bytes(step.bytes), FLAGS.get(step.option, step.option or ""))
+        t.add_row("- weights", format_bytes(c.weights_bytes_per_gpu),
+                  f"{format_bytes(c.weights_total_bytes)} total; {with_names(c.weights_source, FLAGS).split(';')[0]}")
+        t.add_row("- reserve", format_bytes(c.reserve_bytes), f"activations, CUDA graphs ({FLAGS['reserve']})")
+        t.add_row("= KV pool", format_bytes(c.kv_pool_bytes_per_gpu), f"{c.kv_pool_bytes_per_gpu:,} B")
+    con.table(t)
+
+    narrow = con.width < NARROW_BELOW  # layers, block and page sizes move under the table
+    g = table()
+    g.add_column("group", no_wrap=True)
+    g.add_column("caches", max_width=24)
+    if not narrow:
+        g.add_column("layers")
+        g.add_column("block", justify="right")
+        g.add_column("page B", justify="right")
+    g.add_column("blocks/req", justify="right")
+    g.add_column("reserved", justify="right", no_wrap=True)
+    g.add_column("exact", justify="right", no_wrap=True)
+    for grp in p.groups:
+        wide = [_layers_text(grp.layers), f"{grp.block_size}", f"{grp.page_bytes:,}"] if not narrow else []
+        g.add_row(f"{grp.index} {grp.kind_name}", grp.label, *wide, f"{grp.blocks_per_request:,}",
+                  format_bytes(grp.blocks_per_request * p.bytes_per_block), format_bytes(grp.analytic_bytes))
+    g.add_row("total", "", *(["", "", f"{p.bytes_per_block:,}"] if not narrow else []), f"{p.blocks_per_request:,}",
+              format_bytes(p.per_request_bytes), format_bytes(p.analytic_bytes))
+    con.table(g)
+    if narrow:
+        for grp in p.groups:
+            con.print(f"  group {grp.index}: layers {_layers_text(grp.layers)}; blocks of {grp.block_size} tokens, "
+                      f"pages {grp.page_bytes:,} B")
+    con.print(f"One request at {ctx_text(p.context)} reserves {format_bytes(p.per_request_bytes)} "
+              f"({p.blocks_per_request:,} blocks x {p.bytes_per_block:,} B, the widest group's block); it holds "
+              f"{format_bytes(p.analytic_bytes)} exactly (kvcalc estimate, complete basis).")
+    for line in c.engine.explain(p, c.num_blocks):
+        con.print(line)
+    con.print(f"Fits: {c.requests_per_replica:,} whole request(s) per replica x {par.dp} replica(s) = "
+              f"{c.total_requests:,} at {ctx_text(p.context)}.")
+    for n in c.notes:
+        con.print(f"Note: {n}.")

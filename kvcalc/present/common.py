@@ -1,0 +1,31 @@
+"""What every renderer shares: tables, token counts, ratios."""
+
+from __future__ import annotations
+
+from ..textout import Table
+from ..units import format_tokens
+
+#: consoles narrower than this (an 80-column terminal) get the compact tables: detail moves under the table
+NARROW_BELOW = 104
+
+
+def table(title: str | None = None) -> Table:
+    return Table(title)
+
+
+def ctx_text(n: int, unit: bool = True) -> str:
+    """'1,048,576 (1M) tokens'; without the unit for table cells under a 'context' header."""
+    short = format_tokens(n)
+    text = f"{n:,} ({short})" if short != str(n) else f"{n:,}"
+    if not unit:
+        return text
+    return f"{text} token" if n == 1 else f"{text} tokens"
+
+def ratio(value: float, ref: float) -> str:
+    """Share of the reference and the factor: '11.50% (1/8.70)', '290.91% (2.91x)'; '-' for a zero reference."""
+    if float(ref) == 0:
+        return "-"
+    r = float(value) / float(ref)
+    if r == 1:
+        return "100.00%"
+    return f"{r:.2%} " + (f"(1/{1 / r:.2f})" if r < 1 else f"({r:.2f}x)")

@@ -1,0 +1,46 @@
+"""`verify`: the result of :func:`kvcalc.verify.run` as text (its JSON is ``VerifyResult.to_json()``)."""
+
+from __future__ import annotations
+
+from .common import ctx_text, table
+
+
+def render_verify(con, result) -> None:
+    """`kvcalc verify`: predicted (exact) vs planned (paged) vs allocated vs written, per group and in total."""
+    r = result
+    eng = f"vLLM {r.engine_version}" if r.engine == "vllm" else r.engine
+    writer = f", writer {r.writer}" if r.writer else ""
+    con.print(f"{r.model}, {r.precision}, {ctx_text(r.context_tokens)} x {r.batch} "
+              f"request{'s' if r.batch > 1 else ''}; {eng} pool on {r.device}; fill {r.fill}{writer}")
+    g = table()
+    for name, just in (("group", "left"), ("caches", "left"), ("blocks", "right"), ("predicted", "right"),
+                       ("planned", "right"), ("expected written", "right"), ("written", "right")):
+        g.add_column(name, justify=just, no_wrap=name != "caches", max_width=24 if name == "caches" else None)
+    filled = r.fill != "none"
+    for grp in r.groups:
+        g.add_row(f"{grp.group} {grp.kind}", " + ".join(grp.components), f"{grp.blocks:,}",
+                  f"{grp.predicted_bytes:,}", f"{grp.planned_bytes:,}",
+                  f"{grp.expected_written_bytes:,}" if filled else "-",
+                  f"{grp.written_bytes:,}" if grp.written_bytes is not None else "-")
+    g.add_row("null", "engine's null block", f"{r.planned_blocks - sum(x.blocks for x in r.groups):,}",
+              "0", f"{r.planned_bytes - sum(x.planned_bytes for x in r.groups):,}", "0" if filled else "-",
+              "")
+    g.add_row("total", "", f"{r.planned_blocks:,}", f"{r.predicted_bytes:,}", f"{r.planned_bytes:,}",
+              f"{r.expected_written_bytes:,}" if filled else "-",
+              f"{r.written_bytes:,}" if r.written_bytes is not None else "-")
+    con.table(g)
+    m = r.measured
+    con.print(f"Allocated: {r.allocated_bytes:,} B storage"
+              + (f"; allocator +{m.allocator_allocated_delta:,} B allocated, +{m.allocator_reserved_delta:,} B "
+                 f"reserved; device free -{m.device_free_delta:,} B" if r.device == "cuda" else
+                 f"; resident memory +{m.resident_growth_bytes:,} B"))
+    if r.fill_bytes_per_second:
+        bw = r.fill_bytes_per_second / 2**30
+        ref = r.device_copy_bytes_per_second
+        con.print(f"Fill: {r.seconds.fill_pass1:.2f} s per pass, {bw:.2f} GiB/s written"
+                  + (f" ({r.fill_bytes_per_second / ref:.0%} of the device's copy bandwidth)" if ref else ""))
+    for c in r.checks:
+        con.print(f"  {'pass' if c.passed else 'FAIL'}  {c.name}")
+    con.print("Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = paged blocks "
+              "x bytes per block; written = counted in memory (sentinel).")
+    con.print(f"Verdict: {r.verdict}.")
