@@ -25,7 +25,7 @@ def _pages(p):
 
 def test_v4_pro_fp8_pages_as_vllm_pads_them():
     p = plan("deepseek-v4-pro", M, precision="fp8", settings=V.Settings(max_num_batched_tokens=8192))
-    assert p.layout == "block-outermost"
+    assert p.layout.value == "block-outermost"
     assert _pages(p) == {
         ("window", 65 * 576, 64 * 584),  # 64-token SWA block of 584 B entries: 37,376 -> 37,440
         ("c4_entries", 65 * 576, (256 // 4) * 584),  # 256-token block, 64 entries
@@ -58,7 +58,7 @@ def test_async_scheduling_doubles_the_tokens_in_flight():
     on = plan("deepseek-v4-pro", M, precision="fp8", settings=V.Settings(max_num_batched_tokens=8192))
     off = plan("deepseek-v4-pro", M, precision="fp8",
                settings=V.Settings(max_num_batched_tokens=8192, async_scheduling=False))
-    assert off.settings["max_in_flight_tokens"] == 8192 and on.settings["max_in_flight_tokens"] == 16384
+    assert off.settings_json["max_in_flight_tokens"] == 8192 and on.settings_json["max_in_flight_tokens"] == 16384
     assert off.blocks_per_request == (4096 + 2 * (_cdiv(127 + 8192, 64) + 1) + (_cdiv(7 + 8192, 4) + 1)
                                       + (_cdiv(127 + 8192, 8) + 1)) == 7450
     assert off.bytes_per_block == on.bytes_per_block
@@ -105,7 +105,7 @@ def test_llama_one_group_16_token_blocks():
 
 def test_gpt_oss_two_groups_window_admission():
     p = plan("gpt-oss-120b", 131_072, settings=V.Settings(max_num_batched_tokens=8192))
-    assert sorted((g.kind, len(g.members)) for g in p.groups) == [("full", 18), ("window 128", 18)]
+    assert sorted((g.kind_name, len(g.members)) for g in p.groups) == [("full", 18), ("window 128", 18)]
     assert p.bytes_per_block == 18 * 16 * 8 * 128 * 2 == 589_824
     window = _cdiv(min(128 - 1 + 16_384, 131_072), 16) + 1
     assert window == 1033

@@ -21,7 +21,7 @@ def test_qwen3_next_on_hopper():
     # block = 64 x ceil(1,097,728 / (64 x 2,048)) = 64 x 9 = 576; page 576 x 2,048 = 1,179,648 (the state page
     # padded from 1,097,728). 36 DeltaNet layers, 12 attention: groups of 12 -> 3 state groups and 1 attention.
     p = plan("qwen3-next-80b-a3b", K256)
-    assert p.settings["block_size"] == 576 and p.settings["mamba_cache_mode"] == "align"
+    assert p.settings_json["block_size"] == 576 and p.settings_json["mamba_cache_mode"] == "align"
     assert [g.kind for g in p.groups] == ["state", "state", "state", "full"]
     assert [len(g.layers) for g in p.groups] == [12, 12, 12, 12]
     assert p.groups[0].pages[0].real_page_bytes == 1_097_728 and p.groups[0].pages[0].page_bytes == 1_179_648
@@ -35,10 +35,10 @@ def test_qwen3_next_without_prefix_caching_and_with_triton():
     # no prefix caching: 16-token kernel blocks, block 16 x ceil(1,097,728 / 32,768) = 16 x 34 = 544; one block
     # per state group; attention ceil(262,144 / 544) = 482
     p = plan("qwen3-next-80b-a3b", K256, settings=V.Settings(prefix_caching=False))
-    assert p.settings["block_size"] == 544 and [g.blocks_per_request for g in p.groups] == [1, 1, 1, 482]
+    assert p.settings_json["block_size"] == 544 and [g.blocks_per_request for g in p.groups] == [1, 1, 1, 482]
     # prefix caching with Triton's GDN prefill (no checkpoints exported): 544 tokens, 2 running blocks each
     p = plan("qwen3-next-80b-a3b", K256, settings=V.Settings(gdn_prefill_backend="triton"))
-    assert p.settings["block_size"] == 544 and [g.blocks_per_request for g in p.groups] == [2, 2, 2, 482]
+    assert p.settings_json["block_size"] == 544 and [g.blocks_per_request for g in p.groups] == [2, 2, 2, 482]
 
 
 def test_qwen3_next_tensor_parallel():
@@ -46,7 +46,7 @@ def test_qwen3_next_tensor_parallel():
     # 548,864 B; attention: 2 KV heads split to 1 per rank, 1,024 B per token.
     # block = 64 x ceil(548,864 / 65,536) = 64 x 9 = 576, page 576 x 1,024 = 589,824
     p = plan("qwen3-next-80b-a3b", K256, tp=2)
-    assert p.settings["block_size"] == 576
+    assert p.settings_json["block_size"] == 576
     assert p.groups[0].pages[0].real_page_bytes == 548_864 and p.groups[0].pages[0].page_bytes == 589_824
     with pytest.raises(KvcalcError, match="tp: 3 ranks cannot split"):
         plan("qwen3-next-80b-a3b", K256, tp=3)
@@ -59,7 +59,7 @@ def test_nemotron_h_mamba2_groups_and_padding():
     # 4,128, page 4,128 x 4,096 = 16,908,288.
     # 54 Mamba layers and 10 attention: groups of 10, so 6 state groups of 9 (6 padding layers) and 1 of 10.
     p = plan("nemotron-h-56b", 8192)
-    assert p.settings["block_size"] == 4128
+    assert p.settings_json["block_size"] == 4128
     assert [len(g.layers) for g in p.groups] == [9] * 6 + [10] and p.padding_layers == 6
     assert p.groups[0].pages[0].real_page_bytes == 16_900_096
     assert p.bytes_per_block == 10 * 16_908_288
@@ -80,7 +80,7 @@ def test_kimi_linear_mla_and_kda(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     p = plan(load_model(str(path)), 131_072)
-    assert p.settings["block_size"] == 1920
+    assert p.settings_json["block_size"] == 1920
     assert p.groups[0].pages[0].real_page_bytes == 2_170_880 and p.groups[0].pages[0].page_bytes == 1920 * 1152
     assert [len(g.layers) for g in p.groups] == [7, 7, 6, 7] and p.padding_layers == 1
     # 2 running blocks per KDA group; MLA ceil(131,072 / 1,920) = 69

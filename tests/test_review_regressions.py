@@ -4,21 +4,10 @@ multi-line error, an internal error, or a silent guess."""
 import json
 
 import pytest
-import yaml
 
-from test_config_errors import BASE, _set, mutate, write
+from configcases import mutate, one_line_error, write
 
 M = 1 << 20
-
-
-def one_line_error(r, *fragments):
-    assert r.code == 2, (r.code, r.out, r.err)
-    lines = r.err.strip().splitlines()
-    assert len(lines) == 1, r.err
-    assert lines[0].startswith("kvcalc: error: ") and "internal error" not in lines[0], lines[0]
-    for f in fragments:
-        assert f in lines[0], lines[0]
-    assert r.out == ""
 
 
 @pytest.mark.parametrize(
@@ -43,46 +32,6 @@ def one_line_error(r, *fragments):
 )
 def test_usage_errors_are_one_line(cli, args, fragment):
     one_line_error(cli(*args), fragment)
-
-
-@pytest.mark.parametrize(
-    "label, change, fragment",
-    [
-        ("huge heads", _set(["components", "idx", "dim"], 10**20), "components.idx.dim: 100000000000000000000 is implausibly large"),
-        ("huge state", _set(["components", "st", "shape"], [100000] * 4), "exceeds 8 EiB"),
-        ("huge layer count", _set(["layers"], [{"pattern": ["swa"], "layers": 10**9}]), "exceeds 10,000 layers"),
-        ("nested component list", _set(["layer_kinds", "swa"], [["win"]]), "layer_kinds.swa[0]: unknown component"),
-        ("display_name list", _set(["display_name"], [1, 2]), "display_name: must be a string"),
-        ("sources list", _set(["sources"], []), "sources: must be a mapping"),
-        ("bool select", _set(["layers"], {"select": [True, 4], "kinds": {1: "swa", 4: "c4a"}}), "layers.select[0]"),
-        ("wrapped name", _set(["name"], {"value": "toy", "source": "x"}), "name: must be a non-empty string"),
-        ("integer source", _set(["components", "c4", "source"], 7), "components.c4.source: must be a string"),
-    ],
-)
-def test_config_values_are_bounded_and_typed(tmp_path, cli, label, change, fragment):
-    path = write(tmp_path, mutate(change))
-    one_line_error(cli("estimate", path, "-c", "1M"), path, fragment)
-
-
-def test_unhashable_yaml_key(tmp_path, cli):
-    path = write(tmp_path, "? [a, b]\n: 1\n")
-    one_line_error(cli("estimate", path), path, "mapping key must be a plain value")
-
-
-def test_a_component_may_be_called_value(tmp_path, cli):
-    data = mutate(lambda d: d["components"].__setitem__("value", d["components"].pop("win")))
-    data["layer_kinds"] = {"c4a": ["value", "c4", "idx", "st"], "swa": ["value"]}
-    r = cli("estimate", write(tmp_path, data), "-c", "1024", "--json")
-    assert r.code == 0, r.err
-    assert r.json()[0]["total_bytes"] == 128 * 1024 + 3 * (128 * 1024 + 256 * 1024 + 256 * 256 + 65536)
-
-
-def test_kind_names_with_spaces(tmp_path, cli):
-    data = mutate(lambda d: d["layer_kinds"].__setitem__("window only", d["layer_kinds"].pop("swa")))
-    data["layers"] = ["window only", {"pattern": ["c4a"], "layers": 3}]
-    r = cli("estimate", write(tmp_path, data), "-c", "1024")
-    assert r.code == 0, r.err
-    assert "window only" in r.out
 
 
 def test_mtp_reference_is_counted_alike(cli):
@@ -156,25 +105,6 @@ def test_claims_arguments_are_typed(tmp_path, cli, published, compute, tol, frag
     path = tmp_path / "c.yaml"
     path.write_text(CLAIM.replace("PUB", published).replace("COMPUTE", compute).replace("TOL", tol))
     one_line_error(cli("claims", "--file", str(path)), str(path), fragment)
-
-
-def test_schema_and_loader_agree(tmp_path, cli):
-    """Every bad config the loader refuses for its shape, the schema refuses too; the cases the schema
-    cannot see (cross-references, ratios, format fit, unused kinds) are named here."""
-    import jsonschema
-
-    from test_config_errors import CASES
-
-    schema = cli("schema").json()
-    loader_only = {"ratio 1 compressed", "span not multiple", "rope > dim", "missing role", "format misfit",
-                   "unknown layer kind", "unknown component", "bad default", "select missing value", "unused kind"}
-    for label, change, _ in CASES:
-        data = mutate(change)
-        assert cli("estimate", write(tmp_path, data)).code == 2, label
-        if label in loader_only:
-            continue
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(yaml.safe_load(yaml.safe_dump(data)), schema)
 
 
 def test_overflow_caught_across_components(tmp_path, cli):

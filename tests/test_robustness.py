@@ -115,9 +115,9 @@ def test_by_layer_over_ten_thousand_layers(cli, tmp_path):
 
 
 def test_console_script_has_no_traceback_for_a_planted_bug():
-    code = ("import sys, kvcalc.report\n"
+    code = ("import sys, kvcalc.present.estimate\n"
             "def boom(*a, **k): raise RuntimeError('planted')\n"
-            "sys.modules['kvcalc.report'].render_kinds = boom\n"
+            "sys.modules['kvcalc.present.estimate'].render_kinds = boom\n"
             "import kvcalc.cli as C; C.main(['estimate', 'llama-3.1-8b', '-c', '1k'])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 1 and "Traceback" not in r.stderr

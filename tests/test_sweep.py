@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from kvcalc.errors import KvcalcError
-from kvcalc.sweep import parse_contexts, sweep
+from kvcalc.cli.contexts import parse_contexts
+from kvcalc.sweep import sweep
 
 
 def test_context_specs():

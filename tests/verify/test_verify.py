@@ -18,7 +18,7 @@ def _small_plan():
 def test_allocation_matches_the_plan_by_hand():
     from kvcalc.verify import verify
 
-    out = verify(_small_plan(), device="cpu")
+    out = verify(_small_plan(), device="cpu").to_json()
     # blocks per request at 1,024 tokens, 256 in flight: 1024/256 = 4 (compressed), two windows of
     # cdiv(min(127 + 256, 1024), 64) + 1 = 7, c4 states cdiv(7 + 256, 4) + 1 = 67, c128 states
     # cdiv(127 + 256, 8) + 1 = 49; plus vLLM's null block
@@ -33,7 +33,7 @@ def test_allocation_matches_the_plan_by_hand():
 def test_a_planted_extra_page_fails_the_verdict():
     from kvcalc.verify import verify
 
-    out = verify(_small_plan(), device="cpu", plant_extra_pages=1)
+    out = verify(_small_plan(), device="cpu", plant_extra_pages=1).to_json()
     assert out["verdict"] == "fail"
     assert out["allocated_bytes"] - out["planned_bytes"] == out["bytes_per_block"]
 
@@ -83,3 +83,23 @@ def test_v4_flash_at_1m_allocates_what_vllm_reserves(cli):
     assert out["allocated_bytes"] == out["planned_bytes"] == blocks * 1_002_240
     assert out["measured"]["resident_growth_bytes"] >= 0.95 * out["planned_bytes"]
     assert out["written_bytes"] == 0 and out["verdict"] == "pass"
+
+
+def test_the_result_is_typed_and_its_json_round_trips():
+    from kvcalc.verify import verify
+    from kvcalc.verify.result import Check, Measured, VerifyGroup, VerifyResult
+
+    out = verify(_small_plan(), device="cpu")
+    assert isinstance(out, VerifyResult) and isinstance(out.measured, Measured)
+    assert all(isinstance(g, VerifyGroup) for g in out.groups) and all(isinstance(c, Check) for c in out.checks)
+    assert [g.kind for g in out.groups] == [g["kind"] for g in out.to_json()["groups"]]
+    assert out.verdict == "pass" and out.tp is None and "tp" not in out.to_json()
+    assert VerifyResult.from_json(out.to_json()).to_json() == out.to_json()
+
+
+def test_the_result_module_is_torch_free():
+    import subprocess
+    import sys
+
+    code = "import sys, kvcalc.verify.result, kvcalc.present.verify; assert 'torch' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

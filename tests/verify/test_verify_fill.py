@@ -23,7 +23,7 @@ SMALL = V.Settings(max_num_batched_tokens=256, async_scheduling=False)  # 256 to
 def _verify(model, ctx, prec, fill="full", **kw):
     from kvcalc.verify import verify
 
-    return verify(plan(model, ctx, precision=prec, settings=SMALL), device="cpu", fill=fill, **kw)
+    return verify(plan(model, ctx, precision=prec, settings=SMALL), device="cpu", fill=fill, **kw).to_json()
 
 
 def _check(out, text):
@@ -77,7 +77,7 @@ def test_a_wrong_entry_size_in_the_plan_is_caught():
     g = p.groups[2]
     pages = tuple(dataclasses.replace(pg, entry_bytes=128) if pg.component == "c4_indexer" else pg for pg in g.pages)
     bad = dataclasses.replace(p, groups=(*p.groups[:2], dataclasses.replace(g, pages=pages), *p.groups[3:]))
-    out = verify(bad, device="cpu", fill="sample")
+    out = verify(bad, device="cpu", fill="sample").to_json()
     assert out["verdict"] == "fail"
     assert not _check(out, "group 2: written == expected")
     # the kernels wrote 132 B keys; the wrong plan expected 128 B: 2 layers x 256 keys x 4 B short
@@ -94,7 +94,7 @@ def test_a_page_smaller_than_written_is_caught():
     g = p.groups[0]
     pages = tuple(dataclasses.replace(pg, real_page_bytes=pg.real_page_bytes - 64) for pg in g.pages)
     bad = dataclasses.replace(p, groups=(dataclasses.replace(g, pages=pages), *p.groups[1:]))
-    out = verify(bad, device="cpu", fill="sample")
+    out = verify(bad, device="cpu", fill="sample").to_json()
     assert out["verdict"] == "fail" and not _check(out, "page padding still holds the sentinel")
 
 
@@ -121,7 +121,8 @@ def test_written_bytes_equal_to_the_sentinel_are_counted(monkeypatch):
     from kvcalc import verify as Vf
 
     monkeypatch.setattr(Vf, "SENTINEL", 0x00)  # ... unless the sentinel is 0x00: every written byte equals it
-    out = Vf.verify(plan("deepseek-v3.2", 128, precision="bf16", settings=SMALL), device="cpu", fill="sample")
+    out = Vf.verify(plan("deepseek-v3.2", 128, precision="bf16", settings=SMALL), device="cpu",
+                    fill="sample").to_json()
     # 2 layers x 128 tokens x (1,152 latent + 132 indexer) B, all found by the second pass
     assert out["written_bytes"] == 2 * 128 * (1152 + 132)
 
