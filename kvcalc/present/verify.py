@@ -29,11 +29,12 @@ def render_verify(con, result) -> None:
               f"{r.expected_written_bytes:,}" if filled else "-",
               f"{r.written_bytes:,}" if r.written_bytes is not None else "-")
     con.table(g)
-    m = r.measured
-    con.print(f"Allocated: {r.allocated_bytes:,} B storage"
-              + (f"; allocator +{m.allocator_allocated_delta:,} B allocated, +{m.allocator_reserved_delta:,} B "
-                 f"reserved; device free -{m.device_free_delta:,} B" if r.device == "cuda" else
-                 f"; resident memory +{m.resident_growth_bytes:,} B"))
+    if r.ranks:  # tensor parallel: each rank measured its own shard
+        con.print(f"Allocated: {r.allocated_bytes:,} B storage over {len(r.ranks)} ranks")
+        for x in r.ranks:
+            con.print(f"  rank {x.rank}: {x.allocated_bytes:,} B{_measured_text(x)}")
+    else:
+        con.print(f"Allocated: {r.allocated_bytes:,} B storage{_measured_text(r)}")
     if r.fill_bytes_per_second:
         bw = r.fill_bytes_per_second / 2**30
         ref = r.device_copy_bytes_per_second
@@ -44,3 +45,11 @@ def render_verify(con, result) -> None:
     con.print("Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = paged blocks "
               "x bytes per block; written = counted in memory (sentinel).")
     con.print(f"Verdict: {r.verdict}.")
+
+
+def _measured_text(r) -> str:
+    m = r.measured
+    if r.device == "cuda":
+        return (f"; allocator +{m.allocator_allocated_delta:,} B allocated, +{m.allocator_reserved_delta:,} B "
+                f"reserved; device free -{m.device_free_delta:,} B")
+    return f"; resident memory +{m.resident_growth_bytes:,} B"

@@ -103,3 +103,21 @@ def test_the_result_module_is_torch_free():
 
     code = "import sys, kvcalc.verify.result, kvcalc.present.verify; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_a_tensor_parallel_result_renders_each_rank(capsys):
+    # the combined tp result has no single measurement: the text names each rank's (it crashed before)
+    from kvcalc.present.verify import render_verify
+    from kvcalc.textout import Console
+    from kvcalc.verify import run_one
+    from kvcalc.verify.result import combine
+
+    ranks = [run_one("llama-3.1-8b", 1024, tp=2, rank=r, settings=SMALL) for r in (0, 1)]
+    both = combine(ranks, 2)
+    render_verify(Console(width=120, color=False), both)
+    text = capsys.readouterr().out
+    # each rank: 4 KV heads of 8 -> (1024 / 16 + 1 null) blocks x 32 layers x 16 x 4 x 128 x 2 x 2 B
+    per_rank = (1024 // 16 + 1) * 32 * 16 * 4 * 128 * 2 * 2
+    assert f"Allocated: {2 * per_rank:,} B storage over 2 ranks" in text
+    assert f"  rank 0: {per_rank:,} B; resident memory +" in text and "  rank 1: " in text
+    assert both.verdict == "pass"
