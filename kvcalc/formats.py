@@ -52,6 +52,13 @@ class StorageFormat:
     """One scale for the whole entry, whatever its width (vLLM's per-token-head modes: one scale per head and
     K/V side); group_size is then None."""
 
+    @property
+    def plain(self) -> bool:
+        """A plain dtype: one element per value and nothing else stored (no scale, no zero point, no separate RoPE
+        part, no padding). Fixed state (SSM, compressor partials) can only be kept in such a dtype."""
+        return (self.group_size is None and not self.scale_per_entry and self.scale_bytes == 0
+                and self.scale_kind is None and self.rope_value_bytes is None and self.align == 1)
+
     def __post_init__(self) -> None:
         if self.scale_per_entry:
             if self.group_size is not None or not self.scale_bytes or self.scale_kind is None:

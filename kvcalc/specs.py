@@ -269,7 +269,7 @@ class FixedState(CacheSpec):
             if s <= 0:
                 raise KvcalcError(f"{where}.shape[{i}]: must be a positive integer, got {s}")
         fmt = get_format(self.dtype, f"{where}.dtype")
-        if fmt.group_size or fmt.rope_value_bytes is not None:
+        if not fmt.plain:
             raise KvcalcError(f"{where}.dtype: state must use a plain dtype (fp32, bf16, ...), got {self.dtype}")
 
 
@@ -388,7 +388,7 @@ class RecurrentState(CacheSpec):
             name = getattr(self, key)
             if name is not None:
                 fmt = get_format(name, f"{where}.{key}")
-                if fmt.group_size or fmt.rope_value_bytes is not None:
+                if not fmt.plain:
                     raise KvcalcError(f"{where}.{key}: state must use a plain dtype (fp32, bf16, ...), got {name}")
 
 

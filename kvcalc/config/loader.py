@@ -194,7 +194,7 @@ def _precisions(ctx: _Ctx, raw: Any, roles: set[str], components: dict[str, Cach
                     raise ctx.err(f"{where}.{comp.storage}", str(exc)) from None
             elif isinstance(comp, RecurrentState) and comp.dtype is None:
                 fmt = formats[comp.storage]
-                if fmt.group_size or fmt.rope_value_bytes is not None:
+                if not fmt.plain:
                     raise ctx.err(f"{where}.{comp.storage}", f"state role of component {comp.name} must be a plain "
                                   f"dtype (fp32, bf16, ...), got {fmt.name}")
         out[pname] = Precision(name=pname, formats=formats, source=source)
