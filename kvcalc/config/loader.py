@@ -264,6 +264,15 @@ def _weights(ctx: _Ctx, raw: Any) -> Weights:
     return Weights(dense=out[0], experts=out[1], source=source)
 
 
+def _architecture(ctx: _Ctx, data: dict) -> str | None:
+    if "architecture" not in data:
+        return None
+    value = ctx.unwrap(data["architecture"], "architecture")
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise ctx.err("architecture", f"must be a class name such as GptOssForCausalLM, got {_typename(value)}")
+    return value
+
+
 def _header(ctx: _Ctx, data: Any) -> tuple[str, dict[str, str], int | None]:
     """The top level's shape and version; the name, free texts, sources and max_context."""
     if not isinstance(data, dict):
@@ -364,6 +373,7 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         path=path,
         sources=sources,
         max_context=max_context,
+        architecture=_architecture(ctx, data),
         precisions=precisions,
         default_precision=default,
         components=components,

@@ -74,6 +74,7 @@ class ModelSpec:
     mtp_layers: tuple[str, ...] = ()
     weights: Weights | None = None
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
+    architecture: str | None = None  # config.json architectures[0], where stated
 
     def precision(self, name: str | None, what: str = "precision") -> Precision:
         name = name or self.default_precision

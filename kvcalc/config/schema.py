@@ -16,6 +16,8 @@ TOP_KEYS = {
     "sources": "mapping of short source names to URLs / citations",
     "notes": "free text",
     "max_context": "max_position_embeddings (tokens)",
+    "architecture": "the Hugging Face architecture class (config.json architectures[0]); engines that choose pools "
+                    "by architecture (SGLang's split sliding-window pools, its Mamba cache strategy) read it",
     "precisions": "precision name -> {role: storage format}",
     "default_precision": "precision used when none is asked for",
     "components": "component name -> cache spec",
@@ -83,6 +85,7 @@ def json_schema() -> dict:
             "notes": {"type": "string"},
             "sources": {"type": "object", "additionalProperties": {"type": "string"}},
             "max_context": sourced(integer),
+            "architecture": sourced({"type": "string", "minLength": 1}),
             "precisions": {"type": "object", "minProperties": 1, "additionalProperties": {
                 "type": "object", "additionalProperties": {"enum": sorted(FORMATS)},
                 "properties": {"source": {"type": "string"}, "note": {"type": "string"}}}},

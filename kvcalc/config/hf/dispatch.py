@@ -87,6 +87,9 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
         mp = fields.raw("max_position_embeddings")
         if isinstance(mp, (int, float)) and not isinstance(mp, bool) and math.isfinite(mp) and 1 <= mp <= 1 << 40:
             out["max_context"] = {"value": int(mp), "source": fields.src("max_position_embeddings")}
+    arch = fields.top.get("architectures")
+    if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0].strip() and len(arch[0]) <= 200:
+        out["architecture"] = {"value": arch[0], "source": f"{file} architectures[0]"}
     out["precisions"] = body.pop("precisions")
     dtype = fields.raw("torch_dtype") or fields.raw("dtype") or fields.top.get("torch_dtype")
     out["default_precision"] = "fp16" if dtype == "float16" and "fp16" in out["precisions"] else "bf16"
