@@ -21,13 +21,11 @@ from dataclasses import dataclass, field
 
 from .config import ModelSpec, as_model
 from .engines import get_engine
-from .engines.base import Budget, Engine
+from .engines.base import Budget, Engine, Fit
 from .errors import KvcalcError
 from .hardware import GPU, get_gpu
 from .plan import PoolPlan, plan
 from .units import GIB
-#: activations, workspace and CUDA graphs per GPU unless told otherwise: kvcalc's assumption, printed
-DEFAULT_RESERVE_BYTES = 4 * GIB
 MAX_PARALLEL = 4096
 
 
@@ -64,8 +62,13 @@ class Capacity:
     reserve_bytes: int | None
     kv_pool_bytes_per_gpu: int
     pool_given: bool  # the pool was given directly (kv_memory)
-    num_blocks: int  # per rank, the smallest over pipeline stages (vLLM: null block included)
+    fit: Fit  # how the engine counts requests in that pool
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def num_blocks(self) -> int:
+        """Per rank, the smallest over pipeline stages (vLLM: null block included)."""
+        return self.fit.num_blocks
 
     @property
     def engine(self) -> Engine:
@@ -78,11 +81,11 @@ class Capacity:
     @property
     def max_concurrency(self) -> float:
         """The engine's "Maximum concurrency for L tokens per request" for one replica."""
-        return self.plan.max_concurrency(self.num_blocks)
+        return self.fit.max_concurrency
 
     @property
     def requests_per_replica(self) -> int:
-        return self.plan.requests_that_fit(self.num_blocks)
+        return self.fit.requests_per_replica
 
     @property
     def total_requests(self) -> int:
@@ -90,13 +93,13 @@ class Capacity:
 
     @property
     def cache_tokens(self) -> int:
-        """vLLM's "GPU KV cache size: N tokens" for one replica."""
-        return self.plan.cache_tokens(self.num_blocks)
+        """Tokens the cache holds for one replica (vLLM's "GPU KV cache size: N tokens")."""
+        return self.fit.cache_tokens
 
     @property
     def log_line(self) -> str | None:
         """The line the engine logs at start-up for this pool (None where it logs none kvcalc models)."""
-        return self.engine.log_line(self.plan, self.num_blocks)
+        return self.fit.log_line
 
 
 def _bytes(value, name: str) -> int:
@@ -116,7 +119,7 @@ def capacity(
     gpu: str | GPU | None = None,
     kv_memory: int | None = None,
     weights_bytes: int | None = None,
-    reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+    reserve_bytes: int | None = None,
     mtp: bool = False,
 ) -> Capacity:
     """How many requests of ``context`` tokens fit, per GPU and in total. Either ``gpu`` (a catalogue
@@ -125,7 +128,7 @@ def capacity(
     spec = as_model(model)
     eng = get_engine(engine)
     parallel.check()
-    settings = eng.with_pp(settings if settings is not None else eng.settings(), parallel.pp)
+    settings = eng.with_parallel(settings if settings is not None else eng.settings(), parallel)
     notes: list[str] = []
     dev = get_gpu(gpu) if isinstance(gpu, str) else gpu
     if dev is None and kv_memory is None:
@@ -141,23 +144,20 @@ def capacity(
         if dev is not None:
             notes.append("the KV pool was given directly: device memory, weights and reserve are not used")
     else:
-        budget = eng.budget(settings, dev)
-        reserve = _bytes(reserve_bytes, "reserve")
+        budget = eng.budget(settings, dev, model=spec, parallel=parallel)
+        reserve = _bytes(eng.default_reserve_bytes if reserve_bytes is None else reserve_bytes, "reserve")
         w_total, w_gpu, w_source = _weights_per_gpu(spec, parallel, stages, weights_bytes)
-        pool = budget.requested_bytes - w_gpu - reserve
+        pool = budget.pool(w_gpu, reserve)
         if pool <= 0:
             raise KvcalcError(
                 f"{spec.name}: does not fit on {dev.name}: {budget.formula} = "
                 f"{budget.requested_bytes / GIB:.2f} GiB per GPU, weights {w_gpu / GIB:.2f} GiB + reserve "
                 f"{reserve / GIB:.2f} GiB leave no KV cache memory (more GPUs, a larger tp, or a smaller reserve)"
             )
-    num_blocks = min(p.num_blocks(pool) for p in plans)
+    fit = eng.fit(plans, pool, settings, parallel)
     fullest = max(plans, key=lambda p: p.bytes_per_block)
-    for p in plans:  # every rank checks its own stage (vLLM: each worker, then the smallest block count)
-        if not p.fits_one(pool) or p.requests_that_fit(num_blocks) < 1:
-            raise KvcalcError(eng.refusal(p, pool))
     return Capacity(spec, fullest, parallel, dev, budget, w_gpu, w_total, w_source, reserve, pool,
-                    kv_memory is not None, num_blocks, tuple(notes) + fullest.notes)
+                    kv_memory is not None, fit, tuple(notes) + fullest.notes + fit.notes)
 
 
 def _stage_plans(spec, context, precision, engine, settings, mtp, par: Parallel) -> list[PoolPlan]:
@@ -195,7 +195,7 @@ def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capa
     spec = probe.model
     par = probe.parallel
     eng = get_engine(cap_args.get("engine", "vllm"))
-    settings = eng.with_pp(cap_args.get("settings") or eng.settings(), par.pp)
+    settings = eng.with_parallel(cap_args.get("settings") or eng.settings(), par)
     plans = _stage_plans(spec, limit, cap_args.get("precision"), eng, settings, cap_args.get("mtp", False), par)
     best = min(p.max_context(pool, concurrency, limit) for p in plans)
     if best < 1:

@@ -129,6 +129,7 @@ class PoolPlan:
     notes: tuple[str, ...]
     _blocks_at: Callable[[int], tuple[int, ...]] = field(repr=False, compare=False)
     fill_chunk: int | None = None  # tokens the engine prefills per step (verify's fill chunk)
+    detail: Any = field(default=None, repr=False, compare=False)  # the engine's own layout, for its sizing
 
     # ---- one request ------------------------------------------------------------------------------------
     @property

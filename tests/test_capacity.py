@@ -125,7 +125,7 @@ def test_cli_json_contract(cli):
     (["deepseek-v4-pro", "--gpu", "rtx-4090", "-p", "fp8"], "does not fit"),
     (["llama-3.1-8b", "--kv-memory", "1GiB", "--concurrency", "100000", "-c", "128k"], "--concurrency"),
     (["llama-3.1-8b", "--kv-memory", "10GiB", "--block-size", "24"], "--block-size: "),
-    (["llama-3.1-8b", "--kv-memory", "10GiB", "--engine", "sglang"], "--engine: unknown engine"),
+    (["llama-3.1-8b", "--kv-memory", "10GiB", "--engine", "trtllm"], "--engine: unknown engine"),
 ])
 def test_cli_refusals_are_one_line_exit_2(cli, args, fragment):
     r = cli("capacity", *args)

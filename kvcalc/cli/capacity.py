@@ -25,16 +25,6 @@ def _gib(value: float | None, flag: str) -> int | None:
     return int(value * GIB)
 
 
-def _parallel(tp: int, pp: int, dp: int, ep: bool, gpus: int | None):
-    from ..capacity import Parallel
-
-    par = Parallel(tp=tp, pp=pp, dp=dp, ep=ep)
-    par.check()
-    if gpus is not None and gpus != par.gpus:
-        raise KvcalcError(f"--gpus: {gpus} GPUs, but tp {tp} x pp {pp} x dp {dp} = {par.gpus}")
-    return par
-
-
 @command("capacity")
 @with_engine_options("capacity")
 def capacity_cmd(
@@ -42,7 +32,8 @@ def capacity_cmd(
     hf: Optional[str] = hf_option(),
     context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: 1M, or with --concurrency the model's max_context)."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
-    engine: str = engine_option("vllm"),
+    engine: str = engine_option("vllm", "vllm (paged, as vLLM plans it), sglang (token pools, as SGLang sizes "
+                                "them) or exact (no paging); several, comma-separated (vllm,sglang), side by side."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="Accelerator from `kvcalc gpus` (e.g. h200, h100, b200)."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs in all; must equal tp x pp x dp (default: that product)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks."),
@@ -51,44 +42,52 @@ def capacity_cmd(
     ep: bool = typer.Option(False, "--ep/--no-ep", help="Expert parallelism: routed experts sharded over tp x dp."),
     kv_memory: Optional[str] = typer.Option(None, "--kv-memory", help="KV pool of each GPU in bytes (suffixes KiB/MiB/GiB), like vLLM's --kv-cache-memory-bytes; replaces GPU memory, weights and reserve."),
     weights_gib: Optional[float] = typer.Option(None, "--weights-gib", help="Model weights in GiB, all ranks together (default: the model config's)."),
-    reserve_gib: float = typer.Option(4.0, "--reserve-gib", help="Per-GPU reserve for activations, workspace and CUDA graphs."),
+    reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="Per-GPU reserve kvcalc takes off besides the weights (default: 4 GiB for activations, workspace and CUDA graphs; 0 for sglang, whose mem_fraction_static slack holds them)."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Reverse: the longest context at which this many requests fit."),
     mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s) (speculative decoding on)."),
     as_json: bool = json_option(),
     engine_values: dict = None,
 ) -> None:
     """How many requests fit on real GPUs as the engine counts them: paging, shared pool, parallelism, weights."""
-    from ..capacity import capacity as run_capacity, max_context
     from ..config import load_model
     from ..engines import get_engine
     from ..hardware import get_gpu
-    from ..present.capacity import capacity_json, render_capacity
-    from ..units import parse_bytes, parse_tokens
+    from ..present.capacity import capacity_json, engines_json, render_capacity, render_engines
+    from ..units import parse_bytes
 
     spec = load_model(one_model(model, hf))
-    eng = get_engine(engine)
-    par = _parallel(tp, pp, dp, ep, gpus)
+    names = [e.strip() for e in engine.split(",")]
+    if len(names) != len(set(names)) or not all(names):
+        raise KvcalcError(f"--engine: name each engine once, got {engine!r}"[:200])
+    engs = [get_engine(n) for n in names]
+    par = _parallel_for(engs, engine_values, tp, pp, dp, ep, gpus)
     dev = get_gpu(gpu) if gpu is not None else None
-    settings = engine_settings(eng.name, engine_values, gpu=dev, model=spec)
-    args = dict(model=spec, precision=precision, engine=eng.name, settings=settings, parallel=par, gpu=dev,
-                kv_memory=parse_bytes(kv_memory, "--kv-memory") if kv_memory is not None else None,
-                weights_bytes=_gib(weights_gib, "--weights-gib"), reserve_bytes=_gib(reserve_gib, "--reserve-gib"),
-                mtp=mtp)
-    reverse = None
-    if concurrency is not None:
-        limit = parse_tokens(context, "--context") if context else spec.max_context
-        if limit is None:
-            raise KvcalcError(f"--context: {spec.name} states no max_context; give an upper limit with --context")
-        best, cap = max_context(args, concurrency, limit)
-        if cap is None:
-            raise KvcalcError(f"--concurrency: {concurrency:,} requests do not fit at any context on this pool")
-        reverse = (f"Longest context at which {concurrency:,} requests fit per replica: {best:,} tokens "
-                   f"(searched up to {limit:,}).")
-    else:
-        cap = run_capacity(context=parse_tokens(context or "1M", "--context"), **args)
-    if spec.max_context is not None and cap.plan.context > spec.max_context:
-        warn([f"{spec.name}: max_model_len {cap.plan.context:,} exceeds the model's max_context "
-              f"{spec.max_context:,}; vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; computed anyway"])
+    owned = {o.name for e in engs for o in e.options}
+    for name, v in engine_values.items():
+        if v is not None and name not in owned:  # the first engine names the owner in its refusal
+            engine_settings(engs[0].name, {name: v})
+    caps, reverse = [], None
+    for eng in engs:
+        mine = {o.name for o in eng.options}
+        settings = engine_settings(eng.name, {k: v for k, v in engine_values.items() if k in mine}, gpu=dev,
+                                   model=spec)
+        args = dict(model=spec, precision=precision, engine=eng.name, settings=settings, parallel=par, gpu=dev,
+                    kv_memory=parse_bytes(kv_memory, "--kv-memory") if kv_memory is not None else None,
+                    weights_bytes=_gib(weights_gib, "--weights-gib"),
+                    reserve_bytes=_gib(reserve_gib, "--reserve-gib"), mtp=mtp)
+        cap, reverse = _one(args, spec, context, concurrency)
+        caps.append(cap)
+    for eng, cap in zip(engs, caps):
+        if spec.max_context is not None and cap.plan.context > spec.max_context:
+            warn([f"{spec.name}: max_model_len {cap.plan.context:,} exceeds the model's max_context "
+                  f"{spec.max_context:,}; {eng.long_context}; computed anyway"])
+    if len(caps) > 1:
+        if as_json:
+            print_json(engines_json(caps))
+        else:
+            render_engines(console(), caps)
+        return
+    (cap,) = caps
     if as_json:
         out = capacity_json(cap)
         if concurrency is not None:
@@ -97,3 +96,39 @@ def capacity_cmd(
         print_json(out)
         return
     render_capacity(console(), cap, reverse)
+
+
+def _parallel_for(engs, engine_values: dict, tp: int, pp: int, dp: int, ep: bool, gpus: int | None):
+    """The parallel layout, its GPU count checked against --gpus as each engine counts GPUs."""
+    from ..capacity import Parallel
+
+    par = Parallel(tp=tp, pp=pp, dp=dp, ep=ep)
+    par.check()
+    if gpus is not None:
+        for eng in engs:
+            mine = {o.name for o in eng.options}
+            settings = eng.with_parallel(eng.settings({k: v for k, v in engine_values.items() if k in mine}), par)
+            n = eng.gpus(par, settings)
+            if gpus != n and n == par.gpus:
+                raise KvcalcError(f"--gpus: {gpus} GPUs, but tp {tp} x pp {pp} x dp {dp} = {par.gpus}")
+            if gpus != n:
+                raise KvcalcError(f"--gpus: {gpus} GPUs, but {eng.name}'s DP attention shares the tp GPUs: tp {tp} x "
+                                  f"pp {pp} = {n}")
+    return par
+
+
+def _one(args: dict, spec, context: str | None, concurrency: int | None):
+    """One engine's capacity (or, with --concurrency, the longest context at which that many fit)."""
+    from ..capacity import capacity as run_capacity, max_context
+    from ..units import parse_tokens
+
+    if concurrency is None:
+        return run_capacity(context=parse_tokens(context or "1M", "--context"), **args), None
+    limit = parse_tokens(context, "--context") if context else spec.max_context
+    if limit is None:
+        raise KvcalcError(f"--context: {spec.name} states no max_context; give an upper limit with --context")
+    best, cap = max_context(args, concurrency, limit)
+    if cap is None:
+        raise KvcalcError(f"--concurrency: {concurrency:,} requests do not fit at any context on this pool")
+    return cap, (f"Longest context at which {concurrency:,} requests fit per replica: {best:,} tokens "
+                 f"(searched up to {limit:,}).")

@@ -16,6 +16,7 @@ from .base import Engine
 _REGISTRY: dict[str, str] = {
     "exact": "kvcalc.engines.exact",
     "vllm": "kvcalc.engines.vllm",
+    "sglang": "kvcalc.engines.sglang",
 }
 _LOADED: dict[str, Engine] = {}
 

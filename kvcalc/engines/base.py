@@ -81,12 +81,28 @@ class Budget:
     formula: str  # '0.92 x 139.81 GiB', for the refusal when nothing is left
     json: dict = field(default_factory=dict)  # the engine's own budget figures, by their names
 
+    def pool(self, weights: int, reserve: int) -> int:
+        """The cache's bytes once the weights and kvcalc's reserve come off what the engine asks for."""
+        return self.requested_bytes - weights - reserve
+
 
 @dataclass(frozen=True)
-class Explanation:
-    """A sentence the capacity renderer prints under the group table: the engine's reason for a figure."""
+class Fit:
+    """How many requests a pool holds, as the engine counts them (per replica, on the fullest rank).
 
-    text: str
+    ``num_blocks`` is the pool in the plan's blocks; ``lines`` the engine's sentences for the capacity text
+    (its figures in its own words); ``table`` an engine-specific table (headers, rows) shown instead of the
+    plan's group table; ``json`` the engine's own figures by their names."""
+
+    num_blocks: int
+    requests_per_replica: int
+    max_concurrency: float
+    cache_tokens: int
+    lines: tuple[str, ...] = ()
+    table: tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None = None
+    json: dict = field(default_factory=dict)
+    log_line: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 class Engine(ABC):
@@ -127,6 +143,10 @@ class Engine(ABC):
             return replace(settings, pp=pp)
         return settings
 
+    def with_parallel(self, settings, parallel):
+        """The settings for a parallel layout (by default: its pipeline stages)."""
+        return self.with_pp(settings, parallel.pp)
+
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
 
@@ -158,8 +178,35 @@ class Engine(ABC):
         """The line the engine logs for this pool at start-up (None: it logs none kvcalc models)."""
         return None
 
+    def fit(self, plans: list, pool: int, settings, parallel) -> Fit:
+        """Requests that fit in ``pool`` bytes per GPU: every pipeline stage's plan takes the smallest block
+        count, and each must hold one request (else the engine's refusal)."""
+        num_blocks = min(p.num_blocks(pool) for p in plans)
+        fullest = max(plans, key=lambda p: p.bytes_per_block)
+        for p in plans:
+            if not p.fits_one(pool) or p.requests_that_fit(num_blocks) < 1:
+                raise KvcalcError(self.refusal(p, pool))
+        return Fit(num_blocks, fullest.requests_that_fit(num_blocks), fullest.max_concurrency(num_blocks),
+                   fullest.cache_tokens(num_blocks), tuple(self.explain(fullest, num_blocks)),
+                   log_line=self.log_line(fullest, num_blocks))
+
+    def gpus(self, parallel, settings) -> int:
+        """GPUs the parallel layout takes (tp x pp x dp; an engine whose data parallelism shares the tensor
+        ranks says otherwise)."""
+        return parallel.gpus
+
+    #: what the engine does with a context beyond the model's max_position_embeddings (the warning's words)
+    long_context: ClassVar[str] = "computed anyway"
+
+    def summary_line(self, cap) -> str:
+        """One line on how this engine counted (the engines side-by-side table's reason)."""
+        return ""
+
+    default_reserve_bytes: ClassVar[int] = 4 * GIB
+    reserve_note: ClassVar[str] = "activations, CUDA graphs"
+
     # ---- memory budget ----------------------------------------------------------------------------------
-    def budget(self, settings, gpu: "GPU") -> Budget:
+    def budget(self, settings, gpu: "GPU", model=None, parallel=None) -> Budget:
         """How one GPU's memory becomes what the engine may use (weights and reserve come off it)."""
         raise KvcalcError(f"engine: the {self.name} engine has no memory budget rule; give the KV pool directly "
                           "(kv_memory)", param="engine")

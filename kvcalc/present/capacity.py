@@ -45,6 +45,7 @@ def capacity_json(c) -> dict:
         "cache_tokens": c.cache_tokens,
         "engine_log_line": c.log_line,
         "pages": p.pages_json(),
+        **c.fit.json,
         "notes": list(c.notes),
         "units": "bytes",
     }
@@ -82,10 +83,31 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
             t.add_row(step.label, format_bytes(step.bytes), FLAGS.get(step.option, step.option or ""))
         t.add_row("- weights", format_bytes(c.weights_bytes_per_gpu),
                   f"{format_bytes(c.weights_total_bytes)} total; {with_names(c.weights_source, FLAGS).split(';')[0]}")
-        t.add_row("- reserve", format_bytes(c.reserve_bytes), f"activations, CUDA graphs ({FLAGS['reserve']})")
+        t.add_row("- reserve", format_bytes(c.reserve_bytes), f"{c.engine.reserve_note} ({FLAGS['reserve']})")
         t.add_row("= KV pool", format_bytes(c.kv_pool_bytes_per_gpu), f"{c.kv_pool_bytes_per_gpu:,} B")
     con.table(t)
 
+    if c.fit.table is not None:  # the engine's own pools (token pools, not a block pool)
+        heads, rows = c.fit.table
+        e = table()
+        for k, h in enumerate(heads):
+            e.add_column(h, justify="right" if k >= 3 else "left", no_wrap=k != 0)
+        for r in rows:
+            e.add_row(*r)
+        con.table(e)
+    else:
+        _render_groups(con, c)
+    for line in c.fit.lines:
+        con.print(line)
+    con.print(f"Fits: {c.requests_per_replica:,} whole request(s) per replica x {par.dp} replica(s) = "
+              f"{c.total_requests:,} at {ctx_text(p.context)}.")
+    for n in c.notes:
+        con.print(f"Note: {n}.")
+
+
+def _render_groups(con, c) -> None:
+    """The plan's groups: blocks per request, reserved and exact bytes."""
+    p = c.plan
     narrow = con.width < NARROW_BELOW  # layers, block and page sizes move under the table
     g = table()
     g.add_column("group", no_wrap=True)
@@ -111,9 +133,44 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
     con.print(f"One request at {ctx_text(p.context)} reserves {format_bytes(p.per_request_bytes)} "
               f"({p.blocks_per_request:,} blocks x {p.bytes_per_block:,} B, the widest group's block); it holds "
               f"{format_bytes(p.analytic_bytes)} exactly (kvcalc estimate, complete basis).")
-    for line in c.engine.explain(p, c.num_blocks):
-        con.print(line)
-    con.print(f"Fits: {c.requests_per_replica:,} whole request(s) per replica x {par.dp} replica(s) = "
-              f"{c.total_requests:,} at {ctx_text(p.context)}.")
-    for n in c.notes:
-        con.print(f"Note: {n}.")
+
+
+# ---- engines side by side ---------------------------------------------------------------------------------------
+def _engine_rows(caps) -> list[tuple[str, list[str]]]:
+    rows = [
+        ("KV pool per GPU", [format_bytes(c.kv_pool_bytes_per_gpu) for c in caps]),
+        ("budget rule", [(c.budget.steps[0].label.lstrip("x ") if c.budget else "given") for c in caps]),
+        ("tokens in the cache", [f"{c.cache_tokens:,}" for c in caps]),
+        ("one request holds (exact)", [format_bytes(c.plan.analytic_bytes) for c in caps]),
+        ("requests per replica", [f"{c.requests_per_replica:,}" for c in caps]),
+        ("requests in all", [f"{c.total_requests:,}" for c in caps]),
+    ]
+    return rows
+
+
+def render_engines(con, caps) -> None:
+    """One model, GPUs and context on several engines: one column each, and each engine's reason."""
+    c0 = caps[0]
+    p, par = c0.plan, c0.parallel
+    where = f"{par.gpus} x {c0.gpu.name}" if c0.gpu else f"{par.gpus} GPU{'s' if par.gpus > 1 else ''}"
+    con.print(f"{c0.model.display_name}, max_model_len {ctx_text(p.context)} on {where}, tp {par.tp} x pp {par.pp} x "
+              f"dp {par.dp}: engines side by side (per GPU unless marked)")
+    t = table()
+    t.add_column("")
+    for c in caps:
+        t.add_column(f"{c.engine.title} ({c.plan.precision})", justify="right", no_wrap=True)
+    for label, cells in _engine_rows(caps):
+        t.add_row(label, *cells)
+    con.table(t)
+    for c in caps:
+        line = c.engine.summary_line(c)
+        if line:
+            con.print(f"{c.engine.name}: {line}.")
+    con.print("Each engine at its own defaults for this GPU; `kvcalc capacity MODEL --engine NAME` shows one in full.")
+
+
+def engines_json(caps) -> dict:
+    return {"engines": [capacity_json(c) for c in caps],
+            "side_by_side": {label: dict(zip((c.engine.name for c in caps), cells))
+                             for label, cells in _engine_rows(caps)},
+            "reasons": {c.engine.name: c.engine.summary_line(c) for c in caps}}

@@ -46,7 +46,10 @@ class ExactEngine(Engine):
                         "one byte per block, no paging", 0, groups, 1, 0, job.total, (),
                         lambda ctx: (sum(job.analytic_at(ctx).values()),))
 
-    def budget(self, settings, gpu):
+    def summary_line(self, cap) -> str:
+        return f"exact bytes: a request holds {cap.plan.analytic_bytes:,} B, no page or block rounding"
+
+    def budget(self, settings, gpu, model=None, parallel=None):
         return fraction_budget(gpu, settings.gpu_memory_utilization, "gpu_memory_utilization")
 
 

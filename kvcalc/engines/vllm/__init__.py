@@ -93,7 +93,7 @@ class VllmEngine(Engine):
     def plan(self, job):
         return vllm_plan(job)
 
-    def budget(self, settings, gpu):
+    def budget(self, settings, gpu, model=None, parallel=None):
         return fraction_budget(gpu, settings.gpu_memory_utilization, "gpu_memory_utilization")
 
     def refusal(self, p, pool: int) -> str:
@@ -112,6 +112,15 @@ class VllmEngine(Engine):
         """v1/core/kv_cache_utils.py update_kv_cache_capacity."""
         return (f"GPU KV cache size: {p.cache_tokens(num_blocks):,} tokens, Maximum concurrency for {p.context:,} "
                 f"tokens per request: {p.max_concurrency(num_blocks):.2f}x")
+
+    long_context = "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+
+    def summary_line(self, cap) -> str:
+        p = cap.plan
+        s = p.settings
+        return (f"{s.gpu_memory_utilization:g} of the device's total memory less weights; one shared pool of "
+                f"{p.bytes_per_block:,} B blocks; a request reserves {p.blocks_per_request:,} blocks (window groups "
+                f"admit window - 1 + {p.settings_json['max_in_flight_tokens']:,} in-flight tokens), block 0 is null")
 
     def explain(self, p, num_blocks: int) -> list[str]:
         from ...pool import GroupKind

@@ -1,0 +1,128 @@
+"""SGLang 0.5.23's defaults as it runs on CUDA (paths under ``python/sglang/srt/`` of the 0.5.23 wheel; the
+facts are gathered in docs/engines/sglang-0.5.23.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NAME = "sglang"
+VERSION = "0.5.23"
+
+#: arg_groups/fields/schedule.py: --swa-full-tokens-ratio's fallback; --mamba-full-memory-ratio's
+DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
+DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
+#: mem_cache/kv_cache_configurator.py resolve_max_num_reqs: the estimate's clamp and scale
+MRR_SCALE, MRR_MIN, MRR_MAX = 512, 2048, 4096
+#: kv_cache_configurator.py: MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (3 state slots per running request)
+#: plus the extra_buffer strategy's 2 tracking slots with the overlap scheduler (allocation_sizing.py
+#: get_mamba_tracking_slots)
+MAMBA_BASE_SLOTS = 3
+MAMBA_EXTRA_BUFFER_SLOTS = 2
+#: DSATokenToKVPool: the indexer keeps fp8 keys plus one fp32 scale per 128 values (index_k_with_scale_buffer)
+DSA_QUANT_BLOCK = 128
+DSA_PAGE = 64  # arg_groups/model_overrides/deepseek_v2.py: page_size = 64 x index_kpool on CUDA
+#: managers/scheduler.py: max_prefill_tokens' default (logged in the summary line)
+DEFAULT_MAX_PREFILL_TOKENS = 16384
+#: SGLANG_SWA_EVICTION_INTERVAL: tokens a request's SWA slots run past the window before eviction
+SWA_EVICTION_INTERVAL = 128
+
+#: configs/model_config.py is_hybrid_swa_model: the architectures SGLang gives split full / SWA pools (Gemma 2/3
+#: are forced off by arg_groups/model_overrides/gemma2_gemma3.py; Mistral, Qwen and the rest keep one pool)
+HYBRID_SWA_ARCHS = frozenset({
+    "BeamForCausalLM", "Llama4ForConditionalGeneration", "DeepseekV4ForCausalLM", "GptOssForCausalLM",
+    "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM", "MiMoV2ForCausalLM",
+    "MiMoV2FlashForCausalLM", "Step3p5ForCausalLM", "Step3p7ForConditionalGeneration", "Gemma4ForCausalLM",
+    "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration", "LagunaForCausalLM",
+    "MellumForCausalLM", "MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration",
+    "InklingForConditionalGeneration", "UnlimitedOCRForCausalLM",
+})
+#: models/gpt_oss.py get_attention_sliding_window_size: the SWA sink models attend window - 1 tokens back
+WINDOW_MINUS_ONE_ARCHS = frozenset({"GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM",
+                                    "IQuestQ1ForCausalLM"})
+#: arg_groups/overrides.py _MAMBA_RADIX_CACHE_ARCHS and _MAMBA_EXTRA_BUFFER_ARCHS: hybrids whose Mamba state
+#: keeps radix-cache tracking slots (extra_buffer with the default triton linear-attention backend)
+MAMBA_EXTRA_BUFFER_ARCHS = frozenset({
+    "KimiLinearForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "FalconH1ForCausalLM",
+    "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "GraniteMoeHybridForCausalLM",
+})
+
+#: arg_groups/memory_hook.py handle_gpu_memory_settings: (below MiB, chunked_prefill_size, decode max_bs below
+#: tp 4, from tp 4)
+_CAPACITY_TABLE = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 * 1024, 4096, 32, 160),
+                   (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512))
+
+
+def capacity_defaults(gpu_mib: int, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, decode CUDA-graph max_bs) that SGLang picks from the GPU's memory in MiB."""
+    for below, chunk, small, large in _CAPACITY_TABLE:
+        if gpu_mib < below:
+            return chunk, (small if tp < 4 else large)
+    return 16384, 512
+
+
+def prefill_graph_sizes(max_bs: int) -> list[int]:
+    """arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32)) + list(range(576, 1025, 64))
+             + list(range(1280, 4097, 256)) + list(range(4608, max_bs + 1, 512)))
+    return [s for s in sizes if s <= max_bs]
+
+
+@dataclass(frozen=True)
+class MemoryDefaults:
+    """What handle_gpu_memory_settings resolves, and the figures its mem_fraction_static came from."""
+
+    mem_fraction_static: float
+    chunked_prefill_size: int
+    decode_max_bs: int
+    reserved_mib: float
+
+
+def default_mem_fraction_static(gpu_mib: int, *, tp: int, pp: int, attn_dp: int, mla: bool, prefill_graphs: bool,
+                                max_running_requests: int | None = None, max_total_tokens: int | None = None,
+                                chunked_prefill_size: int | None = None) -> MemoryDefaults:
+    """arg_groups/memory_hook.py handle_gpu_memory_settings and reserve_for_graph_mb on CUDA, no speculative
+    decoding, no DeepEP, a text model: ``round((gpu_mem - reserved) / gpu_mem, 3)``, reserved = 512 + 1.5 x
+    max(chunked_prefill, 2048) + tp x pp / 8 x 1024 + the CUDA-graph reserve, at least 10 GiB above 60 GiB."""
+    chunk, max_bs = capacity_defaults(gpu_mib, tp)
+    chunk = chunked_prefill_size or chunk
+    if max_running_requests is not None and max_bs > max_running_requests:
+        max_bs = max_running_requests
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024
+    graph = max_bs * 2.0  # decode graphs
+    if attn_dp > 1:
+        graph += max_bs * attn_dp * 3
+        if max_bs > 300:
+            graph += max_bs * attn_dp * 1.5
+    if prefill_graphs:
+        if mla:
+            graph += 1.5 * 1024
+        else:
+            prefill_max = chunk
+            if max_total_tokens is not None:
+                prefill_max = min(prefill_max, max_total_tokens)
+            graph += len(prefill_graph_sizes(prefill_max)) * 8
+    reserved += graph
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return MemoryDefaults(round((gpu_mib - reserved) / gpu_mib, 3), chunk, max_bs, reserved)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The SGLang server arguments that change the pools (SGLang's own names)."""
+
+    mem_fraction_static: float | None = None  # None: the GPU-memory heuristic
+    page_size: int | None = None  # None: 1 on Hopper, or the model override (64 DSA, 256 DeepSeek V4)
+    swa_full_tokens_ratio: float | None = None  # None: 0.8 (0.1 for DeepSeek V4)
+    max_running_requests: int | None = None
+    max_total_tokens: int | None = None
+    enable_dp_attention: bool = False  # with --dp N: attention data parallel over the tp ranks
+    dp: int = 1  # set from the parallel layout
+    pp: int = 1
+    mamba_full_memory_ratio: float = DEFAULT_MAMBA_FULL_MEMORY_RATIO
+    chunked_prefill_size: int | None = None  # None: from the GPU's memory
+
+    @property
+    def attn_dp(self) -> int:
+        return self.dp if self.enable_dp_attention else 1

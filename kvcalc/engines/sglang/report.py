@@ -1,0 +1,171 @@
+"""SGLang's figures for a budget, as its start-up log prints them, and how many requests of a context fit."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...units import GIB, format_bytes
+from ..base import Fit
+from . import sizing as S
+from .defaults import DEFAULT_MAX_PREFILL_TOKENS, VERSION
+
+DEFAULT_CHUNK = 8192
+
+
+def _pools(lay: S.Layout, z: S.Sizing) -> list[dict]:
+    """The buffers one rank allocates (mem_cache/memory_pool.py: size + page_size rows per pool)."""
+    page, out = lay.page, []
+    dtype = S.KV_DTYPES[lay.kv_dtype][0]
+    n_full, n_swa = len(lay.full_layers), len(lay.swa_layers)
+    if n_full:
+        rows = S.rows(z.max_total_num_tokens, page)
+        name = "Full KV Cache" if n_swa else "KV Cache"
+        if lay.kind == "mha":
+            for side, dim in (("K", lay.head_dim), ("V", lay.v_head_dim)):
+                out.append({"name": f"{name} {side}", "dtype": dtype, "shape": [rows, lay.heads, dim], "layers": n_full,
+                            "tokens": z.max_total_num_tokens, "bytes": rows * lay.heads * dim * lay.kv_size * n_full})
+        else:
+            stored = "torch.uint8" if lay.kind == "dsa" and lay.kv_size == 1 else dtype
+            out.append({"name": name, "dtype": stored, "shape": [rows, 1, lay.mla_dim], "layers": n_full,
+                        "tokens": z.max_total_num_tokens, "bytes": rows * lay.mla_dim * lay.kv_size * n_full})
+            if lay.kind == "dsa":
+                pages = S.dsa_index_pages(z.max_total_num_tokens, page)
+                out.append({"name": "Indexer keys", "dtype": "torch.uint8", "shape": [pages, page * lay.indexer_row],
+                            "layers": n_full, "tokens": z.max_total_num_tokens,
+                            "bytes": pages * page * lay.indexer_row * n_full})
+    if n_swa:
+        rows = S.rows(z.swa_tokens, page)
+        for side, dim in (("K", lay.swa_head_dim), ("V", lay.swa_v_head_dim)):
+            out.append({"name": f"SWA KV Cache {side}", "dtype": dtype, "shape": [rows, lay.swa_heads, dim],
+                        "layers": n_swa, "tokens": z.swa_tokens,
+                        "bytes": rows * lay.swa_heads * dim * lay.kv_size * n_swa})
+    if z.state_slots:
+        slots = z.state_slots + 1
+        conv = lay.state_conv_bytes
+        out.append({"name": "Mamba conv state", "dtype": "torch.bfloat16", "shape": [slots, conv // 2],
+                    "layers": len(lay.state_layers), "tokens": None, "bytes": slots * conv})
+        out.append({"name": "Mamba ssm state", "dtype": "torch.float32", "shape": [slots],
+                    "layers": len(lay.state_layers), "tokens": None,
+                    "bytes": slots * (lay.state_per_request - conv)})
+    return out
+
+
+def _log_lines(lay: S.Layout, z: S.Sizing, pools: list[dict], context: int, chunk: int) -> list[str]:
+    by = {p["name"]: p["bytes"] for p in pools}
+    dtype = S.KV_DTYPES[lay.kv_dtype][0]
+    out = []
+    if z.state_slots:
+        out.append(f"Mamba Cache is allocated. max_mamba_cache_size: {z.state_slots}, conv_state size: "
+                   f"{S.gib(by['Mamba conv state'])}GB, ssm_state size: {S.gib(by['Mamba ssm state'])}GB")
+    if lay.swa_layers and lay.full_layers:
+        out.append(f"Use sliding window memory pool. full_layer_tokens={z.max_total_num_tokens}, "
+                   f"swa_layer_tokens={z.swa_tokens}")
+    for name, tokens in (("Full KV Cache" if lay.swa_layers else "KV Cache", z.max_total_num_tokens),
+                         ("SWA KV Cache", z.swa_tokens)):
+        if f"{name} K" in by:
+            out.append(f"{name} is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {S.gib(by[f'{name} K'])} GB, "
+                       f"V size: {S.gib(by[f'{name} V'])} GB")
+        elif name in by:
+            kv = by[name] + by.get("Indexer keys", 0)
+            out.append(f"{name} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {S.gib(kv)} GB")
+    if lay.swa_layers and lay.full_layers:
+        usage = sum(b for n, b in by.items() if "KV Cache" in n)
+        out.append(f"SWAKVPool mem usage: {S.gib(usage)} GB, swa size: {z.swa_tokens}, full size: "
+                   f"{z.max_total_num_tokens}")
+    out.append(f"max_total_num_tokens={z.max_total_num_tokens}, chunked_prefill_size={chunk}, max_prefill_tokens="
+               f"{DEFAULT_MAX_PREFILL_TOKENS}, max_running_requests={z.max_running_requests}, context_len={context}")
+    return out
+
+
+def _stage_sizings(plans, pool: int, settings) -> list[S.Sizing]:
+    """Each pipeline stage sizes with its own layers; the token count is the smallest over the stages
+    (kv_cache_configurator.py _apply_token_constraints, an all-reduce MIN), then every stage re-derives."""
+    rest = pool / GIB
+    sizes = [S.size_pools(p.detail, rest, p.context, settings) for p in plans]
+    low = min(z.max_total_num_tokens for z in sizes)
+    if any(z.max_total_num_tokens != low for z in sizes):
+        capped = replace(settings, max_total_tokens=low if settings.max_total_tokens is None
+                         else min(low, settings.max_total_tokens))
+        sizes = [S.size_pools(p.detail, rest, p.context, capped) for p in plans]
+    return sizes
+
+
+def fit(engine, plans, pool: int, settings, parallel) -> Fit:
+    sizes = _stage_sizings(plans, pool, settings)
+    i = max(range(len(plans)), key=lambda k: sum(p["bytes"] for p in _pools(plans[k].detail, sizes[k])))
+    p, lay, z = plans[i], plans[i].detail, sizes[i]
+    L = p.context
+    pools = _pools(lay, z)
+    # arg_groups/parallel_hook.py handle_data_parallelism: the chunk is divided over the attention-DP ranks;
+    # without a GPU named, the H100 / H200 default
+    chunk = (settings.chunked_prefill_size or DEFAULT_CHUNK) // settings.attn_dp
+    limits = {"max_running_requests": z.max_running_requests,
+              "token pool": z.max_total_num_tokens // S.ceil_page(L, lay.page)}
+    if z.swa_tokens is not None:
+        limits["SWA pool"] = z.swa_tokens // S.swa_tokens_per_request(lay, L)
+    fits = min(limits.values())
+    binding = min(limits, key=lambda k: limits[k])
+    lines = [f"SGLang would log: {line}" for line in _log_lines(lay, z, pools, L, chunk)]
+    lines += _why(lay, z, pool, L, limits, binding)
+    notes = []
+    if z.max_total_num_tokens < L:
+        notes.append(f"SGLang {VERSION} warns: KV pool holds {z.max_total_num_tokens} tokens, fewer than "
+                     f"--context-length {L}. One full-length request cannot fit")
+    if z.mrr_capped_by_state:
+        notes.append(f"max_running_requests is capped to {z.max_running_requests} by the mamba state cache "
+                     f"(max_mamba_cache_size={z.state_slots}, {lay.slots_per_request} state slots per request)")
+    if z.user_tokens_above_profile:
+        notes.append(f"max_total_tokens={settings.max_total_tokens} is larger than the profiled value; SGLang uses "
+                     "the profiled value")
+    table = (("pool", "dtype", "shape per layer", "layers", "#tokens", "bytes"),
+             tuple((x["name"], x["dtype"], "(" + ", ".join(f"{d:,}" for d in x["shape"]) + ")", str(x["layers"]),
+                    f"{x['tokens']:,}" if x["tokens"] is not None else "-", format_bytes(x["bytes"])) for x in pools))
+    cell = lay.cell
+    json = {
+        "kv_budget_bytes": pool,
+        "kv_available_bytes": z.available_bytes,
+        "cell_size_bytes": cell,
+        "cell_size_fractional": isinstance(cell, float),
+        "max_total_num_tokens": z.max_total_num_tokens,
+        "swa_max_total_num_tokens": z.swa_tokens,
+        "max_running_requests": z.max_running_requests,
+        "max_mamba_cache_size": z.state_slots or None,
+        "mamba_state_bytes": z.state_bytes or None,
+        "page_size": lay.page,
+        "kv_cache_dtype": lay.kv_dtype,
+        "chunked_prefill_size": chunk,
+        "pools": pools,
+        "requests_limited_by": binding,
+        "limits": limits,
+    }
+    return Fit(z.max_total_num_tokens // lay.page, fits, z.max_total_num_tokens / L, z.max_total_num_tokens,
+               tuple(lines), table, json, log_line=_log_lines(lay, z, pools, L, chunk)[-1], notes=tuple(notes))
+
+
+def _why(lay: S.Layout, z: S.Sizing, pool: int, L: int, limits: dict, binding: str) -> list[str]:
+    cell = lay.cell
+    parts = []
+    if lay.full_layers:
+        per = lay.full_per_token + lay.indexer_row
+        what = {"mha": f"{lay.heads} KV head(s) x ({lay.head_dim} + {lay.v_head_dim}) x {lay.kv_size} B",
+                "mla": f"a {lay.mla_dim}-wide latent x {lay.kv_size} B",
+                "dsa": f"a {lay.mla_dim}-wide latent x {lay.kv_size} B + {lay.indexer_row} B of indexer keys"}[lay.kind]
+        parts.append(f"{len(lay.full_layers)} full layers x {per:,} B ({what})")
+    if lay.swa_layers:
+        parts.append(f"{lay.swa_ratio:g} x {len(lay.swa_layers)} SWA layers x {lay.swa_per_token:,} B")
+    cell_text = f"{cell:,.2f}" if isinstance(cell, float) else f"{cell:,}"
+    out = []
+    if z.state_slots:
+        out.append(f"The Mamba state pool comes off the {pool:,} B budget first: mamba_full_memory_ratio r / (1 + r) "
+                   f"of it holds {z.state_slots:,} slots of {lay.state_per_request:,} B (+1 padding slot), "
+                   f"{format_bytes(z.state_bytes)}; {lay.slots_per_request} slots per running request.")
+    out.append(f"max_total_num_tokens = {z.available_bytes:,} B // {cell_text} B per token ({' + '.join(parts)}), "
+               f"floored to the {lay.page}-token page.")
+    if lay.swa_layers and lay.full_layers:
+        out.append(f"The SWA pool holds int({z.max_total_num_tokens:,} x {lay.swa_ratio:g}) = {z.swa_tokens:,} tokens "
+                   f"(window {lay.window} + page {lay.page} is its floor); a request keeps at most "
+                   f"{S.swa_tokens_per_request(lay, L):,} of them.")
+    each = ", ".join(f"{k} {v:,}" for k, v in limits.items())
+    out.append(f"Requests of {L:,} tokens per replica (an attention-DP worker with DP attention): {each}; the "
+               f"{binding} binds.")
+    return out

@@ -1,0 +1,303 @@
+"""How SGLang 0.5.23 turns a model and a byte budget into token pools (CUDA, no speculative decoding, no
+HiCache). Each step cites its file and function under ``python/sglang/srt/``.
+
+1. The layout (:func:`layout`): which layers keep K/V (or an MLA latent, or DSA latent + indexer keys), which
+   layers a split sliding-window pool holds (``configs/model_config.py::is_hybrid_swa_model``: by architecture),
+   which layers keep Mamba-style state, the KV dtype, the page size (``arg_groups/model_overrides/``), and the
+   bytes per token of each pool (``model_executor/pool_configurator.py::DefaultPoolConfigurator.
+   _compute_cell_size``, ``HybridSWAPoolConfigurator._recompute_cell_size``).
+2. The state pool first (``mem_cache/kv_cache_configurator.py::_handle_max_mamba_cache``): ``r / (1 + r)`` of
+   the budget (r = ``mamba_full_memory_ratio``) in state slots, one slot held back.
+3. Tokens (:func:`size_pools`): ``available // cell`` floored to the page (``calculate_pool_sizes``), capped
+   by ``max_total_tokens`` and re-floored (``_apply_token_constraints``); a split SWA pool gets ``int(full x
+   ratio)`` floored to the page and must hold ``window + page`` (``validate_swa_pool_size``).
+4. ``max_running_requests`` (``resolve_max_num_reqs``): ``min(clamp(int(T / context_len x 512), 2048, 4096),
+   T // 2)`` unless given (then ``given // attn_dp``), capped by the state slots // slots per request.
+5. The buffers (``mem_cache/memory_pool.py``): every pool allocates ``size + page_size`` rows (a padding page).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...errors import KvcalcError
+from ...specs import (CompressedMLA, CompressorState, FullAttention, IndexerCache, MLALatent, RecurrentState,
+                      SlidingWindowAttention, SlidingWindowMLA)
+from ...units import GIB
+from .defaults import (DEFAULT_SWA_FULL_TOKENS_RATIO, DSA_PAGE, DSA_QUANT_BLOCK, HYBRID_SWA_ARCHS,
+                       MAMBA_BASE_SLOTS, MAMBA_EXTRA_BUFFER_ARCHS, MAMBA_EXTRA_BUFFER_SLOTS, MRR_MAX, MRR_MIN,
+                       MRR_SCALE, SWA_EVICTION_INTERVAL, VERSION, WINDOW_MINUS_ONE_ARCHS, Settings)
+
+#: SGLang's --kv-cache-dtype names -> (torch dtype as its logs print it, bytes per element)
+KV_DTYPES = {"bfloat16": ("torch.bfloat16", 2), "float16": ("torch.float16", 2), "fp8_e4m3": ("torch.float8_e4m3fn", 1),
+             "fp8_e5m2": ("torch.float8_e5m2", 1)}
+#: kvcalc precision name -> SGLang --kv-cache-dtype
+PRECISION_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8_e4m3"}
+
+
+def refuse(message: str) -> KvcalcError:
+    return KvcalcError(f"engine sglang: {message}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One rank's pools as SGLang builds them for a model, before any budget."""
+
+    kv_dtype: str  # SGLang's name (bfloat16, fp8_e4m3)
+    kv_size: int  # bytes per element
+    page: int
+    kind: str  # "mha", "mla", "dsa"
+    full_layers: tuple[int, ...]  # layers of the (full) KV pool
+    swa_layers: tuple[int, ...]  # layers of a split SWA pool (empty: none)
+    state_layers: tuple[int, ...]  # Mamba-style state layers
+    heads: int  # KV heads per rank (MHA)
+    head_dim: int
+    v_head_dim: int
+    swa_heads: int
+    swa_head_dim: int
+    swa_v_head_dim: int
+    mla_dim: int  # the latent row's width in elements (DSA fp8: 656 packed bytes)
+    indexer_row: int  # DSA: bytes per token per layer of the indexer keys (fp8 + fp32 scale)
+    window: int | None  # the SWA window SGLang validates against
+    swa_ratio: float
+    state_per_request: int  # bytes of one state slot (every state layer)
+    state_conv_bytes: int = 0  # of which the conv states (bf16)
+    slots_per_request: int = 1
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def full_per_token(self) -> int:
+        """Bytes of one token in one full layer."""
+        if self.kind == "mha":
+            return self.heads * (self.head_dim + self.v_head_dim) * self.kv_size
+        return self.mla_dim * self.kv_size
+
+    @property
+    def swa_per_token(self) -> int:
+        return self.swa_heads * (self.swa_head_dim + self.swa_v_head_dim) * self.kv_size
+
+    @property
+    def cell(self) -> int | float:
+        """Bytes per token of max_total_num_tokens on this rank: a float when an SWA pool shares the budget at
+        ``swa_ratio`` SWA tokens per full token (HybridSWAPoolConfigurator._recompute_cell_size)."""
+        full = self.full_per_token * len(self.full_layers) + self.indexer_row * len(self.full_layers)
+        if not self.swa_layers:
+            return full
+        if not self.full_layers:
+            return self.swa_per_token * len(self.swa_layers)
+        return full + self.swa_ratio * (self.swa_per_token * len(self.swa_layers))
+
+
+def _kv_dtype(model, precision: str | None, dsa: bool) -> str:
+    """arg_groups/overrides.py: 'auto' is the model dtype (bf16 here), DSA on Hopper bf16 too
+    (_dsa_kv_cache_dtype_default); --precision fp8 is fp8_e4m3."""
+    if precision is None:
+        return "bfloat16"
+    name = PRECISION_DTYPES.get(precision)
+    if name is None:
+        raise KvcalcError(f"precision: SGLang {VERSION}'s --kv-cache-dtype has no {precision!r} for the KV cache "
+                          f"(kvcalc maps {', '.join(f'{k} to {v}' for k, v in PRECISION_DTYPES.items())})",
+                          param="precision")
+    if dsa and name not in ("bfloat16", "fp8_e4m3"):
+        raise refuse(f"DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype (SGLang {VERSION})")
+    return name
+
+
+def _layers_by(model, cls, layers) -> list[tuple[int, object]]:
+    out = []
+    for i, kind in enumerate(layers):
+        for c in model.layer_kinds[kind]:
+            comp = model.components[c]
+            if isinstance(comp, cls):
+                out.append((i, comp))
+    return out
+
+
+def _check_kinds(model) -> None:
+    for comp in model.components.values():
+        if isinstance(comp, (CompressedMLA, SlidingWindowMLA, CompressorState)):
+            raise refuse(f"DeepSeek V4's compressed caches (component {comp.name}, {comp.kind}) are not modelled "
+                         f"for SGLang {VERSION} yet (its DSV4PoolConfigurator); use the vllm or exact engine")
+        if comp.kind in ("chunked_attention", "linear_attention") or (
+                isinstance(comp, RecurrentState) and comp.kind not in ("mamba2", "gated_deltanet")):
+            raise refuse(f"cache kind {comp.kind!r} (component {comp.name}) is not modelled for SGLang {VERSION}")
+        if isinstance(comp, IndexerCache) and comp.ratio != 1:
+            raise refuse(f"indexer {comp.name} with ratio {comp.ratio} is not modelled for SGLang {VERSION}")
+
+
+def _state(model, states, attn_tp: int, arch: str | None, settings: Settings) -> tuple[int, int, int]:
+    """(bytes of one state slot over every state layer, of which conv, slots a running request holds).
+    configs/mamba_utils.py Mamba2StateShape: conv state in bf16 (SGLANG_MAMBA_CONV_DTYPE), the recurrent state
+    in fp32 unless the model states its dtype (mamba_ssm_dtype)."""
+    per = conv_bytes = 0
+    for _, comp in states:
+        conv, ssm = comp.shard_values(attn_tp)
+        conv_bytes += conv * 2
+        per += conv * 2 + ssm * (2 if comp.ssm_dtype in ("bf16", "fp16") else 4)
+    if arch is None:
+        raise refuse("a model with Mamba-style state needs its 'architecture' (config.json architectures[0]): "
+                     f"SGLang {VERSION} picks the state cache strategy per architecture")
+    slots = MAMBA_BASE_SLOTS + (MAMBA_EXTRA_BUFFER_SLOTS if arch in MAMBA_EXTRA_BUFFER_ARCHS else 0)
+    return per, conv_bytes, slots
+
+
+def layout(model, precision: str | None, settings: Settings, tp: int, stage_layers) -> Layout:
+    """The pools of one rank of tensor-parallel size ``tp`` (attention TP = tp // attn_dp)."""
+    _check_kinds(model)
+    layers = [k for i, k in enumerate(model.layers) if i in stage_layers]
+    if tp % settings.attn_dp:
+        raise KvcalcError(f"dp: {settings.attn_dp} attention data-parallel ranks must divide tp {tp}", param="dp")
+    attn_tp = tp // settings.attn_dp
+    arch = model.architecture
+    full = _layers_by(model, FullAttention, layers)
+    mla = _layers_by(model, MLALatent, layers)
+    idx = _layers_by(model, IndexerCache, layers)
+    states = _layers_by(model, RecurrentState, layers)
+    dsa = bool(idx)
+    kv_dtype = _kv_dtype(model, precision, dsa)
+    _, kv_size = KV_DTYPES[kv_dtype]
+    split = arch in HYBRID_SWA_ARCHS
+    sliding = [(i, c) for i, c in full if isinstance(c, SlidingWindowAttention)]
+    dense = [(i, c) for i, c in full if not isinstance(c, SlidingWindowAttention)]
+    notes = []
+    if sliding and not split:
+        notes.append(f"SGLang {VERSION} keeps one pool for every layer of this model: it splits full and "
+                     f"sliding-window pools only for the architectures it lists (is_hybrid_swa_model), and "
+                     + (f"{arch} is not one" if arch else "the config states no architecture")
+                     + "; the window is applied in the kernel only")
+        dense, sliding = full, []
+    page = settings.page_size or (DSA_PAGE if dsa else 1)
+    if dsa and page != DSA_PAGE:
+        raise refuse(f"DSA requires 64-token physical pages on CUDA (SGLang {VERSION}), got page_size {page}")
+    first = (dense or sliding or [(None, None)])[0][1]
+    swa = sliding[0][1] if sliding else None
+    mla_dim = 0
+    if mla:
+        latent = mla[0][1]
+        # kv_cache_configurator.py calculate_mla_kv_cache_dim: DSA in fp8 packs 512 fp8 + 4 scales + 64 bf16 RoPE
+        rank = latent.dim - latent.rope_dim
+        mla_dim = rank + rank // 128 * 4 + latent.rope_dim * 2 if (dsa and kv_size == 1) else latent.dim
+    window = None
+    if swa is not None:
+        window = swa.window - 1 if arch in WINDOW_MINUS_ONE_ARCHS else swa.window
+    per_req, conv_bytes, slots = _state(model, states, attn_tp, arch, settings) if states else (0, 0, 1)
+    heads = lambda c: max(1, c.kv_heads // attn_tp) if c is not None else 0  # noqa: E731
+    return Layout(
+        kv_dtype=kv_dtype, kv_size=kv_size, page=page,
+        kind="dsa" if dsa else "mla" if mla else "mha",
+        full_layers=tuple(i for i, _ in (mla if mla else dense)),
+        swa_layers=tuple(i for i, _ in sliding),
+        state_layers=tuple(i for i, _ in states),
+        heads=heads(first) if not mla else 1,
+        head_dim=first.head_dim if (first is not None and not mla) else 0,
+        v_head_dim=first.value_dim if (first is not None and not mla) else 0,
+        swa_heads=heads(swa), swa_head_dim=swa.head_dim if swa else 0, swa_v_head_dim=swa.value_dim if swa else 0,
+        mla_dim=mla_dim,
+        indexer_row=(idx[0][1].dim + idx[0][1].dim // DSA_QUANT_BLOCK * 4) if dsa else 0,
+        window=window,
+        swa_ratio=settings.swa_full_tokens_ratio if settings.swa_full_tokens_ratio is not None
+        else DEFAULT_SWA_FULL_TOKENS_RATIO,
+        state_per_request=per_req, state_conv_bytes=conv_bytes, slots_per_request=slots, notes=tuple(notes),
+    )
+
+
+# ---- sizing ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sizing:
+    """What SGLang logs at start-up for one rank, and what it allocates."""
+
+    available_bytes: int  # the KV budget after the state pool (int(rest x 2^30))
+    state_slots: int  # max_mamba_cache_size (0: no state pool)
+    state_bytes: int  # (slots + 1) x bytes per slot
+    max_total_num_tokens: int
+    swa_tokens: int | None
+    max_running_requests: int
+    mrr_capped_by_state: bool
+    user_tokens_above_profile: bool  # --max-total-tokens exceeded the profiled value (SGLang warns)
+
+
+def state_pool(lay: Layout, rest_gib: float, settings: Settings) -> tuple[float, int]:
+    """kv_cache_configurator.py _handle_max_mamba_cache (default auto-fit): the rest after the state pool (GiB)
+    and the slots."""
+    if not lay.state_layers:
+        return rest_gib, 0
+    r = settings.mamba_full_memory_ratio
+    budget_bytes = rest_gib * r / (1 + r) * (1 << 30)
+    per = lay.state_per_request
+    slots = int((budget_bytes - per) // per)
+    if slots <= 0:
+        raise refuse(f"Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
+                     f"max_mamba_cache_size={slots} (total_rest_memory={rest_gib:.2f} GB, mamba_cache_per_req="
+                     f"{per / (1 << 20):.2f} MB)")
+    return rest_gib - (slots + 1) * per / (1 << 30), slots
+
+
+def size_pools(lay: Layout, rest_gib: float, context: int, settings: Settings) -> Sizing:
+    """From the budget left after the weights (GiB, as SGLang holds it) to SGLang's pools on one rank."""
+    rest_gib, slots = state_pool(lay, rest_gib, settings)
+    if rest_gib <= 0:
+        raise refuse("Loaded weights leave no GPU memory for the KV cache (the state pool took the rest)")
+    available = int(rest_gib * (1 << 30))
+    page = lay.page
+    cell = lay.cell
+    tokens = int(available // cell) // page * page
+    above = settings.max_total_tokens is not None and settings.max_total_tokens > tokens
+    if settings.max_total_tokens is not None:
+        tokens = min(tokens, settings.max_total_tokens) // page * page
+    if tokens <= 0:
+        raise refuse("Not enough memory. Please try to increase {{mem_fraction_static}}.")
+    swa = None
+    if lay.swa_layers and lay.full_layers:
+        swa = int(tokens * lay.swa_ratio) // page * page
+        if lay.window is not None and lay.window + page >= swa:
+            raise refuse(f"SWA pool ({swa} tokens) cannot hold even one request: the prefill admission floor is "
+                         f"sliding_window_size ({lay.window}) + page_size ({page}). Increase "
+                         "{{swa_full_tokens_ratio}} or the total KV budget.")
+    mrr, capped = max_running_requests(tokens, context, settings, slots, lay)
+    return Sizing(available, slots, (slots + 1) * lay.state_per_request if slots else 0, tokens, swa, mrr, capped,
+                  above)
+
+
+def max_running_requests(tokens: int, context: int, settings: Settings, slots: int, lay: Layout) -> tuple[int, bool]:
+    """kv_cache_configurator.py resolve_max_num_reqs (per attention-DP worker)."""
+    est = max(min(int(tokens / context * MRR_SCALE), MRR_MAX), MRR_MIN)
+    if settings.max_running_requests is not None:
+        mrr = min(max(1, settings.max_running_requests // settings.attn_dp), tokens // 2)
+    else:
+        mrr = min(est, tokens // 2)
+    capped = False
+    if lay.state_layers:
+        cap = slots // lay.slots_per_request
+        capped = cap < mrr
+        mrr = min(mrr, cap)
+        if mrr <= 0:
+            raise refuse(f"Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+                         f"max_mamba_cache_size={slots}, mamba_ratio={lay.slots_per_request}, resulting "
+                         f"max_num_reqs={mrr}")
+    return mrr, capped
+
+
+def swa_tokens_per_request(lay: Layout, context: int) -> int:
+    """SWA slots one request holds at most: its window plus the eviction interval, a page of headroom and a
+    decode page (pool_configurator.py compute_swa_request_cap, no speculative decoding)."""
+    return min(context, lay.window + SWA_EVICTION_INTERVAL + 2 * lay.page) if lay.window is not None else context
+
+
+def ceil_page(n: int, page: int) -> int:
+    return -(-n // page) * page
+
+
+def gib(n: float) -> str:
+    """SGLang's '{x:.2f} GB' with GB = 2^30 B."""
+    return f"{n / GIB:.2f}"
+
+
+def rows(size: int, page: int) -> int:
+    """memory_pool.py: size + page_size rows (one padding page)."""
+    return size + page
+
+
+def dsa_index_pages(size: int, page: int) -> int:
+    """mem_cache/index_key_cache.py IndexKeyCache: (size + page + 1) // page pages."""
+    return (size + page + 1) // page
+

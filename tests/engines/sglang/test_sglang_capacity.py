@@ -1,0 +1,172 @@
+"""SGLang 0.5.23's pools, checked by hand: every expected figure is worked out in the test from SGLang's rules
+(docs/engines/sglang-0.5.23.md, each rule citing its file and function under python/sglang/srt/)."""
+
+import json
+
+import pytest
+
+from kvcalc.capacity import Parallel, capacity
+from kvcalc.engines import get_engine
+from kvcalc.engines.sglang.defaults import default_mem_fraction_static, prefill_graph_sizes
+from kvcalc.errors import KvcalcError
+
+GIB = 1 << 30
+SG = get_engine("sglang")
+
+
+def cap(model, context, kv=40 * GIB, tp=1, dp=1, **settings):
+    return capacity(model, context, engine="sglang", settings=SG.settings(settings), kv_memory=kv,
+                    parallel=Parallel(tp=tp, dp=dp))
+
+
+def test_llama_mha_cell_tokens_and_requests():
+    c = cap("llama-3.1-8b", 131072)
+    j = c.fit.json
+    # DefaultPoolConfigurator._compute_cell_size: 8 KV heads x (128 + 128) x 32 layers x 2 B
+    assert j["cell_size_bytes"] == 8 * 256 * 32 * 2 == 131072
+    # 40 GiB // 131,072 B, page 1
+    assert j["max_total_num_tokens"] == 40 * GIB // 131072 == 327680
+    # resolve_max_num_reqs: int(327,680 / 131,072 x 512) = 1,280 -> clamped to 2,048; min(2,048, 327,680 // 2)
+    assert j["max_running_requests"] == 2048
+    assert c.requests_per_replica == 327680 // 131072 == 2 and j["requests_limited_by"] == "token pool"
+    # memory_pool.py: size + page rows; K = 327,681 x 8 x 128 x 2 B x 32 layers
+    k = next(p for p in j["pools"] if p["name"] == "KV Cache K")
+    assert k["shape"] == [327681, 8, 128] and k["bytes"] == 327681 * 8 * 128 * 2 * 32
+    assert any(line.endswith("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 327680, K size: 20.00 GB, "
+                             "V size: 20.00 GB") for line in c.fit.lines)
+    assert c.log_line == ("max_total_num_tokens=327680, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                          "max_running_requests=2048, context_len=131072")
+
+
+def test_default_mem_fraction_static():
+    # memory_hook.py: 58 prefill graph sizes up to 8,192 (8 + 14 + 8 + 8 + 12 + 8)
+    assert len(prefill_graph_sizes(8192)) == 8 + 14 + 8 + 8 + 12 + 8 == 58
+    # H100 (81,559 MiB), tp 1, MHA: 512 + 1.5 x 8,192 + 1/8 x 1,024 + 2 x 256 + 8 x 58 = 13,904 MiB
+    h100 = default_mem_fraction_static(81559, tp=1, pp=1, attn_dp=1, mla=False, prefill_graphs=True)
+    assert h100.reserved_mib == 512 + 12288 + 128 + 512 + 464 and h100.mem_fraction_static == round(67655 / 81559, 3) == 0.83
+    # H200 (143,771 MiB), tp 8, MLA: max_bs 512; 512 + 12,288 + 1,024 + 1,024 + 1,536 = 16,384
+    h200 = default_mem_fraction_static(143771, tp=8, pp=1, attn_dp=1, mla=True, prefill_graphs=True)
+    assert h200.reserved_mib == 16384 and h200.mem_fraction_static == round((143771 - 16384) / 143771, 3) == 0.886
+    # DP attention 8: + 512 x 8 x 3 + 512 x 8 x 1.5 (max_bs > 300)
+    dpa = default_mem_fraction_static(143771, tp=8, pp=1, attn_dp=8, mla=True, prefill_graphs=True)
+    assert dpa.reserved_mib == 16384 + 12288 + 6144 and dpa.mem_fraction_static == 0.758
+
+
+def test_the_budget_is_a_fraction_of_the_free_memory_before_load():
+    # _profile_available_bytes: rest = free after weights - pre x (1 - mfs), pre = the device's memory here
+    c = capacity("llama-3.1-8b", 131072, engine="sglang", gpu="h100")
+    mem, w = 85520809984, c.weights_bytes_per_gpu
+    rest = (mem - w) / GIB - mem / GIB * (1 - 0.83)
+    assert c.budget.json == {"mem_fraction_static": 0.83}
+    assert c.kv_pool_bytes_per_gpu == int(rest * GIB)
+    assert c.fit.json["max_total_num_tokens"] == int(rest * GIB) // 131072
+
+
+def test_mla_is_replicated_and_dsa_adds_its_indexer_on_64_token_pages():
+    v3 = cap("deepseek-v3", 131072, tp=8).fit.json
+    # calculate_mla_kv_cache_dim: 512 + 64 = 576 elements x 2 B x 61 layers, not divided by tp
+    assert v3["cell_size_bytes"] == 576 * 2 * 61 == 70272
+    assert v3["max_total_num_tokens"] == 40 * GIB // 70272 == 611191
+    assert v3["max_running_requests"] == int(611191 / 131072 * 512) == 2387
+    v32 = cap("deepseek-v3.2", 131072, tp=8).fit.json
+    # + the indexer: 128 fp8 + 128 // 128 x 4 B scale = 132 B per token per layer, even with a bf16 cache
+    assert v32["cell_size_bytes"] == 70272 + 132 * 61 == 78324
+    assert v32["page_size"] == 64 and v32["max_total_num_tokens"] == 40 * GIB // 78324 // 64 * 64 == 548352
+    idx = next(p for p in v32["pools"] if p["name"] == "Indexer keys")
+    # index_key_cache.py: (size + page + 1) // page pages of 64 x 132 B
+    assert idx["shape"] == [(548352 + 64 + 1) // 64, 64 * 132] == [8569, 8448]
+    fp8 = capacity("deepseek-v3.2", 131072, engine="sglang", precision="fp8", kv_memory=40 * GIB,
+                   parallel=Parallel(tp=8)).fit.json
+    # fp8 packs 512 fp8 + 512 // 128 x 4 B scales + 64 x 2 B RoPE = 656 B
+    assert fp8["cell_size_bytes"] == 656 * 61 + 132 * 61 == 48068 and fp8["kv_cache_dtype"] == "fp8_e4m3"
+    with pytest.raises(KvcalcError, match="DSA requires 64-token physical pages"):
+        cap("deepseek-v3.2", 131072, tp=8, page_size=1)
+
+
+def test_gpt_oss_splits_full_and_swa_pools():
+    c = cap("gpt-oss-120b", 131072)
+    j = c.fit.json
+    # HybridSWAPoolConfigurator: 18 full x 8 x (64 + 64) x 2 B + 0.8 x 18 SWA x 2,048 B: a fractional cell
+    cell = 18 * 2048 + 0.8 * (18 * 2048)
+    assert j["cell_size_bytes"] == cell and j["cell_size_fractional"]
+    full = int(40 * GIB // cell)
+    assert j["max_total_num_tokens"] == full == 647269
+    assert j["swa_max_total_num_tokens"] == int(full * 0.8) == 517815
+    # a request keeps its window (128 - 1 for gpt-oss) + the 128-token eviction interval + 2 pages of SWA slots
+    assert j["limits"]["SWA pool"] == 517815 // (127 + 128 + 2)
+    assert ("Use sliding window memory pool. full_layer_tokens=647269, swa_layer_tokens=517815"
+            in "\n".join(c.fit.lines))
+    # validate_swa_pool_size: the SWA pool must exceed window + page (127 + 1)
+    full = int(40 * GIB // (36864 + 0.0001 * 36864))
+    swa = int(full * 0.0001)
+    assert swa <= 128
+    with pytest.raises(KvcalcError, match=rf"SWA pool \({swa} tokens\) cannot hold even one request: the prefill "
+                       r"admission floor is sliding_window_size \(127\) \+ page_size \(1\)"):
+        cap("gpt-oss-120b", 131072, swa_full_tokens_ratio=0.0001)
+
+
+def test_gemma3_keeps_one_pool_as_sglang_does():
+    c = cap("gemma-3-27b", 131072)
+    # gemma2_gemma3.py disables hybrid SWA memory: every layer in one pool at full length
+    assert c.fit.json["swa_max_total_num_tokens"] is None
+    assert any("keeps one pool for every layer" in n for n in c.notes)
+
+
+def test_qwen3_next_state_pool_first_and_its_request_cap():
+    c = cap("qwen3-next-80b-a3b", 131072, tp=2)
+    j = c.fit.json
+    # per request at tp 2: 36 GDN layers x (conv (4096 x 3) bf16 + ssm 16 x 128 x 128 fp32)
+    per = 36 * (4096 * 3 * 2 + 16 * 128 * 128 * 4)
+    assert per == 38633472
+    # _handle_max_mamba_cache: 0.9 / 1.9 of the rest, one slot held back
+    slots = int((40 * 0.9 / 1.9 * GIB - per) // per)
+    assert j["max_mamba_cache_size"] == slots == 525
+    available = int((40 - (slots + 1) * per / GIB) * GIB)
+    assert j["kv_available_bytes"] == available == 40 * GIB - 526 * per
+    # 12 full layers, max(1, 2 // 2) head x (256 + 256) x 2 B
+    assert j["cell_size_bytes"] == 12 * 512 * 2 and j["max_total_num_tokens"] == available // 12288 == 1841509
+    # the estimate clamps to 4,096; the state caps it at 525 // 5 slots per request (3 + 2 extra_buffer)
+    assert j["max_running_requests"] == 525 // 5 == 105
+    assert any("capped to 105 by the mamba state cache" in n for n in c.notes)
+
+
+def test_dp_attention_divides_a_given_request_cap_and_shares_the_tp_gpus():
+    c = cap("llama-3.1-8b", 8192, tp=2, dp=2, enable_dp_attention=True, max_running_requests=100)
+    j = c.fit.json
+    # attention tp = 2 // 2 = 1: all 8 KV heads on each rank; a given cap is divided over the DP workers
+    assert j["cell_size_bytes"] == 131072 and j["max_running_requests"] == 100 // 2
+    assert c.total_requests == 2 * c.requests_per_replica
+    assert SG.gpus(Parallel(tp=2, dp=2), SG.with_parallel(SG.settings({"enable_dp_attention": True}),
+                                                           Parallel(tp=2, dp=2))) == 2
+
+
+def test_what_sglang_does_not_run_is_refused_with_its_version():
+    with pytest.raises(KvcalcError, match=r"engine sglang: DeepSeek V4's compressed caches .* SGLang 0.5.23"):
+        cap("deepseek-v4-pro", 1 << 20)
+    with pytest.raises(KvcalcError, match=r"'chunked_attention' .* not modelled for SGLang 0.5.23"):
+        cap("llama-4-scout", 8192)
+    with pytest.raises(KvcalcError, match=r"precision: SGLang 0.5.23's --kv-cache-dtype has no 'q8'"):
+        from kvcalc.engines.sglang.sizing import _kv_dtype
+
+        _kv_dtype(None, "q8", False)
+
+
+def test_no_memory_after_the_weights_is_sglangs_refusal(cli):
+    r = cli("capacity", "llama-3.1-70b", "--engine", "sglang", "--gpu", "h100", "-c", "8k")
+    assert r.code == 2 and "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.83" in r.err
+    assert "Raise --mem-fraction-static above" in r.err and r.err.count("\n") == 1
+
+
+def test_engines_side_by_side(cli):
+    r = cli("capacity", "llama-3.1-8b", "--engine", "vllm,sglang,exact", "--kv-memory", "40GiB", "-c", "128k", "--json")
+    assert r.code == 0
+    d = json.loads(r.out)
+    assert [e["engine"] for e in d["engines"]] == ["vllm", "sglang", "exact"]
+    sg = d["engines"][1]
+    assert sg["max_total_num_tokens"] == 327680 and d["side_by_side"]["tokens in the cache"]["sglang"] == "327,680"
+    # vLLM: 40 GiB // (16 x 32 x 8 x 256 x 2 B) = 20,480 blocks; 8,192 blocks per request, block 0 null -> 2
+    assert d["engines"][0]["num_blocks"] == 20480 and d["engines"][0]["requests_per_replica"] == 20479 // 8192 == 2
+    text = cli("capacity", "llama-3.1-8b", "--engine", "vllm,sglang", "--kv-memory", "40GiB", "-c", "128k")
+    assert text.code == 0 and "SGLang 0.5.23 (bf16)" in text.out and "sglang: token pools: 131,072 B per token" in text.out
+    bad = cli("capacity", "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "40GiB", "--block-size", "32")
+    assert bad.code == 2 and "--block-size: a setting of the vllm engine, not of sglang" in bad.err
