@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -118,3 +120,16 @@ def test_readme_command_table_lists_every_flag():
             if not any(named(o) for o in spellings):
                 missing.setdefault(name, []).append(spellings[0])
     assert not missing, missing
+
+
+@pytest.mark.parametrize("args", [
+    ["capacity", "deepseek-v3.2", "--engine", "sglang", "--gpu", "h200", "--gpus", "8", "--tp", "8", "--context", "128k"],
+    ["capacity", "deepseek-v3.2", "--engine", "vllm,sglang,exact", "--gpu", "h200", "--gpus", "8", "--tp", "8",
+     "--context", "128k"],
+    ["capacity", "llama-3.1-70b", "--engine", "vllm,sglang,exact", "--gpu", "h100", "--gpus", "4", "--tp", "4",
+     "--context", "128k"],
+    ["capacity", "deepseek-v4-pro", "--engine", "vllm,sglang", "--gpu", "h200", "--gpus", "8", "--tp", "8",
+     "--context", "1M", "--precision", "fp8"],
+])
+def test_readme_sglang_samples_match(args):
+    assert _block("kvcalc " + " ".join(args)) == _run(args)

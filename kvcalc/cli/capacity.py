@@ -9,6 +9,8 @@ import typer
 from ..errors import KvcalcError
 from .app import (command, console, engine_option, engine_settings, hf_option, json_option, model_arg, print_json,
                   warn, with_engine_options)
+from ..present.capacity import Refused
+from ..present.flags import FLAGS
 from .files import one_model
 
 #: GiB figures on the command line: a typo guard
@@ -75,9 +77,16 @@ def capacity_cmd(
                     kv_memory=parse_bytes(kv_memory, "--kv-memory") if kv_memory is not None else None,
                     weights_bytes=_gib(weights_gib, "--weights-gib"),
                     reserve_bytes=_gib(reserve_gib, "--reserve-gib"), mtp=mtp)
-        cap, reverse = _one(args, spec, context, concurrency)
+        try:
+            cap, reverse = _one(args, spec, context, concurrency)
+        except KvcalcError as exc:
+            if len(engs) == 1:
+                raise
+            cap = Refused(eng, exc.renamed(FLAGS))  # side by side: the engine's refusal is its column
         caps.append(cap)
     for eng, cap in zip(engs, caps):
+        if isinstance(cap, Refused):
+            continue
         if spec.max_context is not None and cap.plan.context > spec.max_context:
             warn([f"{spec.name}: max_model_len {cap.plan.context:,} exceeds the model's max_context "
                   f"{spec.max_context:,}; {eng.long_context}; computed anyway"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import with_names
 from ..units import format_bytes
 from .common import NARROW_BELOW, ctx_text, table
@@ -136,21 +138,36 @@ def _render_groups(con, c) -> None:
 
 
 # ---- engines side by side ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Refused:
+    """An engine that refuses this deployment: its column says so, its message is the reason."""
+
+    engine: object
+    message: str
+
+
+_ROWS = (
+    ("KV pool per GPU", lambda c: format_bytes(c.kv_pool_bytes_per_gpu)),
+    ("budget rule", lambda c: c.budget.steps[0].label.lstrip("x ") if c.budget else "given"),
+    ("tokens in the cache", lambda c: f"{c.cache_tokens:,}"),
+    ("one request holds (exact)", lambda c: format_bytes(c.plan.analytic_bytes)),
+    ("requests per replica", lambda c: f"{c.requests_per_replica:,}"),
+    ("requests in all", lambda c: f"{c.total_requests:,}"),
+)
+
+
 def _engine_rows(caps) -> list[tuple[str, list[str]]]:
-    rows = [
-        ("KV pool per GPU", [format_bytes(c.kv_pool_bytes_per_gpu) for c in caps]),
-        ("budget rule", [(c.budget.steps[0].label.lstrip("x ") if c.budget else "given") for c in caps]),
-        ("tokens in the cache", [f"{c.cache_tokens:,}" for c in caps]),
-        ("one request holds (exact)", [format_bytes(c.plan.analytic_bytes) for c in caps]),
-        ("requests per replica", [f"{c.requests_per_replica:,}" for c in caps]),
-        ("requests in all", [f"{c.total_requests:,}" for c in caps]),
-    ]
-    return rows
+    return [(label, ["refused" if isinstance(c, Refused) else cell(c) for c in caps]) for label, cell in _ROWS]
 
 
 def render_engines(con, caps) -> None:
     """One model, GPUs and context on several engines: one column each, and each engine's reason."""
-    c0 = caps[0]
+    c0 = next(c for c in caps if not isinstance(c, Refused)) if any(not isinstance(c, Refused) for c in caps) \
+        else None
+    if c0 is None:
+        for c in caps:
+            con.print(f"{c.engine.name}: refused: {c.message}")
+        return
     p, par = c0.plan, c0.parallel
     where = f"{par.gpus} x {c0.gpu.name}" if c0.gpu else f"{par.gpus} GPU{'s' if par.gpus > 1 else ''}"
     con.print(f"{c0.model.display_name}, max_model_len {ctx_text(p.context)} on {where}, tp {par.tp} x pp {par.pp} x "
@@ -158,19 +175,22 @@ def render_engines(con, caps) -> None:
     t = table()
     t.add_column("")
     for c in caps:
-        t.add_column(f"{c.engine.title} ({c.plan.precision})", justify="right", no_wrap=True)
+        prec = "" if isinstance(c, Refused) else f" ({c.plan.precision})"
+        t.add_column(f"{c.engine.title}{prec}", justify="right", no_wrap=True)
     for label, cells in _engine_rows(caps):
         t.add_row(label, *cells)
     con.table(t)
     for c in caps:
-        line = c.engine.summary_line(c)
+        line = f"refused: {c.message}" if isinstance(c, Refused) else c.engine.summary_line(c)
         if line:
-            con.print(f"{c.engine.name}: {line}.")
+            con.print(f"{c.engine.name}: {line}" + ("" if line.endswith(".") else "."))
     con.print("Each engine at its own defaults for this GPU; `kvcalc capacity MODEL --engine NAME` shows one in full.")
 
 
 def engines_json(caps) -> dict:
-    return {"engines": [capacity_json(c) for c in caps],
+    return {"engines": [{"engine": c.engine.name, "engine_version": c.engine.version, "refused": c.message}
+                        if isinstance(c, Refused) else capacity_json(c) for c in caps],
             "side_by_side": {label: dict(zip((c.engine.name for c in caps), cells))
                              for label, cells in _engine_rows(caps)},
-            "reasons": {c.engine.name: c.engine.summary_line(c) for c in caps}}
+            "reasons": {c.engine.name: (f"refused: {c.message}" if isinstance(c, Refused) else c.engine.summary_line(c))
+                        for c in caps}}

@@ -118,9 +118,13 @@ class VllmEngine(Engine):
     def summary_line(self, cap) -> str:
         p = cap.plan
         s = p.settings
+        from ...pool import GroupKind
+
+        wins = any(g.kind is GroupKind.WINDOW for g in p.groups)
         return (f"{s.gpu_memory_utilization:g} of the device's total memory less weights; one shared pool of "
-                f"{p.bytes_per_block:,} B blocks; a request reserves {p.blocks_per_request:,} blocks (window groups "
-                f"admit window - 1 + {p.settings_json['max_in_flight_tokens']:,} in-flight tokens), block 0 is null")
+                f"{p.bytes_per_block:,} B blocks; a request reserves {p.blocks_per_request:,} blocks"
+                + (f" (window groups admit window - 1 + {p.settings_json['max_in_flight_tokens']:,} in-flight tokens)"
+                   if wins else "") + "; block 0 is null")
 
     def explain(self, p, num_blocks: int) -> list[str]:
         from ...pool import GroupKind
