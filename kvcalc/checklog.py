@@ -60,7 +60,7 @@ def _reader_for(text: str, source: str, engine: str | None):
 
 
 def check_log(text: str, source: str = "log", *, engine: str | None = None, model=None,
-              precision: str | None = None, settings: dict | None = None) -> CheckLogResult:
+              precision: str | None = None, settings: dict | None = None, tp: int | None = None) -> CheckLogResult:
     """Compare the log's figures with the plan. ``settings``: engine settings by name that override what
     the log says (None values are ignored)."""
     eng, facts = _reader_for(text, source, engine)
@@ -69,7 +69,7 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
     if spec is None:
         raise KvcalcError(f"model: the log's model {reader.model_id(facts) or '(not logged)'!r} matches no kvcalc "
                           "config by its Hugging Face id; name one with {{model_option}}", param="model")
-    context = reader.context(facts)
+    context = reader.context(facts) or (spec.max_context if reader.context_defaults_to_model else None)
     if not context:
         raise KvcalcError(f"{source}: {reader.no_context}", param="file")
     prec = precision or reader.precision_for(spec, reader.kv_dtype(facts))
@@ -78,7 +78,10 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
                           f"no precision of {spec.name} ({', '.join(spec.precisions)}); name one with {{{{precision}}}}",
                           param="precision")
     eng_settings, used = reader.settings(facts, {k: x for k, x in (settings or {}).items() if x is not None})
-    p = plan(spec, context, precision=prec, engine=eng.name, settings=eng_settings, tp=reader.tp(facts))
+    ranks = tp if tp is not None else reader.tp(facts)
+    if tp is not None:
+        used["tp"] = tp
+    p = plan(spec, context, precision=prec, engine=eng.name, settings=eng_settings, tp=ranks)
     rows = reader.compare(facts, p)
     version = reader.version(facts)
     notes = []
@@ -87,8 +90,7 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
                      "between versions can move these figures")
     compared = [r for r in rows if r.agrees is not None]
     if not compared:
-        notes.append("the log has no figure kvcalc can compare (it needs the pool, the block count or the token "
-                     "count together with max_model_len)")
+        notes.append(reader.nothing_note)
     verdict = "agrees" if compared and all(r.agrees for r in compared) else ("differs" if compared else "nothing to compare")
     return CheckLogResult(source, eng.name, eng.version, spec.name, reader.model_id(facts), version, prec, context,
                           used, dict(v), tuple(rows), tuple(notes), verdict)

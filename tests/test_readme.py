@@ -133,3 +133,9 @@ def test_readme_command_table_lists_every_flag():
 ])
 def test_readme_sglang_samples_match(args):
     assert _block("kvcalc " + " ".join(args)) == _run(args)
+
+
+def test_readme_sglang_check_log_sample_matches():
+    args = ["check-log", "tests/fixtures/logs/sglang-vllm21348-qwen3-235b.log", "--model",
+            "tests/fixtures/qwen3-235b-a22b.yaml", "--tp", "4"]
+    assert _block("kvcalc " + " ".join(args)) == _run(args)

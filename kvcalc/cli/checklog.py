@@ -29,6 +29,7 @@ def check_log_cmd(
                                          "whose lines it holds)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="kvcalc model (default: matched by the log's Hugging Face id)."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision (default: from the log's kv_cache_dtype)."),
+    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel ranks (default: from the log, else 1)."),
     as_json: bool = json_option(),
     engine_values: dict = None,
 ) -> None:
@@ -36,7 +37,7 @@ def check_log_cmd(
     from ..checklog import check_log
     from ..present.checklog import check_log_json, render_check_log
 
-    out = check_log(_read(file), file, engine=engine, model=model, precision=precision, settings=engine_values)
+    out = check_log(_read(file), file, engine=engine, model=model, precision=precision, settings=engine_values, tp=tp)
     if as_json:
         print_json(check_log_json(out))
     else:

@@ -57,6 +57,10 @@ class LogReader:
     #: at least one of these must be in a log for it to be this engine's
     figures: tuple[str, ...] = ()
     looked_for: str = ""  # the lines named when none is found
+    #: the engine's context defaults to the model's max_position_embeddings when the log does not say
+    context_defaults_to_model: bool = False
+    nothing_note = ("the log has no figure kvcalc can compare (it needs the pool, the block count or the token count "
+                    "together with max_model_len)")
 
     def parse(self, text: str) -> LogFacts:
         """The first occurrence of each figure (a restart's second set would be a different run)."""

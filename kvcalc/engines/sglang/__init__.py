@@ -23,6 +23,7 @@ from ...pool import GroupKind, Layout as PoolLayout, PlanGroup, PlanPage, PoolPl
 from ...specs import MLALatent
 from ...units import GIB
 from ..base import Budget, BudgetStep, Engine, Fit, Option, even_stages
+from . import logs as _logs
 from . import sizing as S
 from .defaults import NAME, VERSION, Settings, default_mem_fraction_static
 
@@ -79,6 +80,7 @@ class SglangEngine(Engine):
                "state pools, max_running_requests")
     Settings = Settings
     options = OPTIONS
+    logs = _logs.READER
     paged = False  # verify does not allocate SGLang's pools yet
     budget_keys = ("mem_fraction_static",)
     default_reserve_bytes = 0

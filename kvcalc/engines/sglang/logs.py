@@ -1,0 +1,144 @@
+"""SGLang's start-up log, as ``kvcalc check-log`` reads it (0.5.23 wording; older releases' lines too).
+
+Lines read:
+
+* ``server_args={'model_path': 'org/name', 'tp_size': 2, 'mem_fraction_static': 0.83, 'page_size': 1, ...}``
+  (entrypoints/engine.py, the resolved dict; older releases print ``ServerArgs(model_path='...', ...)``)
+* ``KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: X GB, V size: Y GB`` or ``... KV size:
+  X GB`` for MLA (mem_cache/memory_pool.py ``KVCache._finalize_allocation_log``; GB = 2^30 B, 2 decimals;
+  older releases print no dtype); ``Full KV Cache ...`` with split SWA pools
+* ``Use sliding window memory pool. full_layer_tokens=F, swa_layer_tokens=S`` (pool_configurator.py)
+* ``Mamba Cache is allocated. max_mamba_cache_size: N, ...`` (memory_pool.py ``MambaPool``)
+* ``max_total_num_tokens=T, chunked_prefill_size=C, max_prefill_tokens=P, max_running_requests=R,
+  context_len=L, ...`` (managers/scheduler.py)
+
+The log states the token count, not the byte budget, so the reader checks what follows from the logged
+tokens exactly: the pool's GB (the bytes per token of each layer), the SWA pool (``int(full x ratio)`` on the
+page) and ``max_running_requests`` (``resolve_max_num_reqs``, with the logged Mamba slots).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..logs import NOTHING, LogFacts, LogReader, Quantity, Row
+from . import sizing as S
+from .defaults import Settings
+
+_ARG = r"""(?:server_args|ServerArgs\().*?\b['"]?{key}['"]?\s*[:=]\s*"""
+
+
+def _arg(key: str, value: str) -> re.Pattern:
+    return re.compile(_ARG.format(key=key) + value)
+
+
+class SglangLogReader(LogReader):
+    engine = "sglang"
+    patterns = {
+        "model_id": _arg("model_path", r"'([^']+)'"),
+        "tp": _arg("tp_size", r"(\d+)"),
+        "dp": _arg("dp_size", r"(\d+)"),
+        "enable_dp_attention": _arg("enable_dp_attention", r"(True|False)"),
+        "mem_fraction_static": _arg("mem_fraction_static", r"([\d.]+)"),
+        "page_size": _arg("page_size", r"(\d+)"),
+        "kv_cache_dtype": _arg("kv_cache_dtype", r"'([\w.]+)'"),
+        "swa_full_tokens_ratio": _arg("swa_full_tokens_ratio", r"([\d.]+)"),
+        "server_mrr": _arg("max_running_requests", r"(\d+)"),
+        "kv_dtype": re.compile(r"(?<!SWA )KV Cache is allocated\. dtype: torch\.(\w+)"),
+        "kv_tokens": re.compile(r"(?<!SWA )KV Cache is allocated\.(?: dtype: [\w.]+,)? #tokens: (\d+)"),
+        "k_gib": re.compile(r"(?<!SWA )KV Cache is allocated\..*K size: ([\d.]+) GB"),
+        "kv_gib": re.compile(r"(?<!SWA )KV Cache is allocated\..*\bKV size: ([\d.]+) GB"),
+        "swa_tokens": re.compile(r"swa_layer_tokens=(\d+)"),
+        "mamba_slots": re.compile(r"max_mamba_cache_size: (\d+)"),
+        "max_total_num_tokens": re.compile(r"max_total_num_tokens=(\d+)"),
+        "max_running_requests": re.compile(r"max_total_num_tokens=.*\bmax_running_requests=(\d+)"),
+        "context_len": re.compile(r"\bcontext_len=(\d+)"),
+    }
+    ints = frozenset({"tp", "dp", "page_size", "server_mrr", "kv_tokens", "swa_tokens", "mamba_slots",
+                      "max_total_num_tokens", "max_running_requests", "context_len"})
+    floats = frozenset({"mem_fraction_static", "k_gib", "kv_gib", "swa_full_tokens_ratio"})
+    figures = ("kv_tokens", "max_total_num_tokens")
+    looked_for = ("no SGLang KV cache lines found (looked for 'KV Cache is allocated', 'max_total_num_tokens=')")
+    nothing_note = ("the log has no figure kvcalc can check (it needs the 'KV Cache is allocated' line, or the "
+                    "token count with the SWA or state lines)")
+    context_defaults_to_model = True  # model_config.py: context_len defaults to max_position_embeddings
+    no_context = "the log states no context_len (the 'max_total_num_tokens=..., context_len=L' line)"
+
+    def version(self, facts: LogFacts) -> str | None:
+        return None  # SGLang's start-up lines do not print its version
+
+    def context(self, facts: LogFacts) -> int | None:
+        return facts.values.get("context_len")
+
+    def kv_dtype(self, facts: LogFacts) -> str | None:
+        return facts.values.get("kv_dtype") or facts.values.get("kv_cache_dtype")
+
+    def precision_for(self, spec, dtype: str | None) -> str | None:
+        """torch.bfloat16 / 'auto' -> the model's own (bf16 or fp16), float8_* / fp8_* -> fp8."""
+        if dtype is None or dtype in ("auto", "bfloat16", "bf16", "float16"):
+            want = {"float16": "fp16"}.get(dtype or "", spec.default_precision if dtype in (None, "auto") else "bf16")
+            return want if want in spec.precisions else None
+        if ("float8" in dtype or dtype.startswith("fp8")) and "fp8" in spec.precisions:
+            return "fp8"
+        return None
+
+    def settings(self, facts: LogFacts, given: dict) -> tuple[Settings, dict]:
+        v = facts.values
+        dp_attention = v.get("enable_dp_attention") == "True"
+        kw = {"page_size": v.get("page_size"), "swa_full_tokens_ratio": v.get("swa_full_tokens_ratio"),
+              "max_running_requests": v.get("server_mrr"), "mem_fraction_static": v.get("mem_fraction_static"),
+              "enable_dp_attention": dp_attention, "dp": v.get("dp", 1) if dp_attention else 1}
+        kw.update({k: x for k, x in given.items() if k in kw})
+        settings = Settings(**kw)
+        used = {k: x for k, x in kw.items() if x is not None}
+        used["tp"] = self.tp(facts)
+        return settings, used
+
+    def compare(self, facts: LogFacts, p) -> list[Row]:
+        v, ln = facts.values, facts.lines.get
+        lay: S.Layout = p.detail
+        T = v.get("kv_tokens", v.get("max_total_num_tokens"))
+        rows = [Row("context_len", Quantity(p.context), Quantity(p.context), None, ln("context_len")),
+                Row("bytes per token (cell)", NOTHING, Quantity(lay.cell if isinstance(lay.cell, int)
+                                                                else round(lay.cell, 2)), None)]
+        if "max_total_num_tokens" in v and "kv_tokens" in v:
+            rows.append(Row("max_total_num_tokens = #tokens", Quantity(v["max_total_num_tokens"]), Quantity(T),
+                            v["max_total_num_tokens"] == T, ln("max_total_num_tokens")))
+        rows += self._size_rows(facts, lay, T)
+        if "swa_tokens" in v and lay.swa_layers:
+            want = int(T * lay.swa_ratio) // lay.page * lay.page
+            rows.append(Row("SWA pool tokens", Quantity(v["swa_tokens"]), Quantity(want), v["swa_tokens"] == want,
+                            ln("swa_tokens")))
+        if "max_running_requests" in v:
+            slots = v.get("mamba_slots", 0)
+            if lay.state_layers and not slots:
+                rows.append(Row("max_running_requests", Quantity(v["max_running_requests"]), NOTHING, None,
+                                ln("max_running_requests")))
+            else:
+                mrr, _ = S.max_running_requests(T, p.context, p.settings, slots, lay)
+                rows.append(Row("max_running_requests", Quantity(v["max_running_requests"]), Quantity(mrr),
+                                v["max_running_requests"] == mrr, ln("max_running_requests")))
+        return rows
+
+    @staticmethod
+    def _size_rows(facts: LogFacts, lay: S.Layout, T: int) -> list[Row]:
+        """The logged GB of the (full) pool from the logged #tokens: size + page rows of every layer."""
+        v, ln = facts.values, facts.lines.get
+        rows_n = S.rows(T, lay.page)
+        n = len(lay.full_layers)
+        if "k_gib" in v and lay.kind == "mha":
+            k = rows_n * lay.heads * lay.head_dim * lay.kv_size * n
+            return [Row("K size (GB = GiB, 2 decimals)", Quantity(v["k_gib"], unit="GiB"),
+                        Quantity(k / (1 << 30), unit="GiB"), f"{k / (1 << 30):.2f}" == f"{v['k_gib']:.2f}",
+                        ln("k_gib"))]
+        if "kv_gib" in v and lay.kind != "mha":
+            kv = rows_n * lay.mla_dim * lay.kv_size * n
+            if lay.kind == "dsa":
+                kv += S.dsa_index_pages(T, lay.page) * lay.page * lay.indexer_row * n
+            return [Row("KV size (GB = GiB, 2 decimals)", Quantity(v["kv_gib"], unit="GiB"),
+                        Quantity(kv / (1 << 30), unit="GiB"), f"{kv / (1 << 30):.2f}" == f"{v['kv_gib']:.2f}",
+                        ln("kv_gib"))]
+        return []
+
+
+READER = SglangLogReader()

@@ -1,0 +1,59 @@
+"""`kvcalc check-log` on SGLang start-up logs: a line published in a vLLM issue, one from an SGLang issue, and
+hand-written logs in 0.5.23's wording (one wrong on purpose). Sources: tests/fixtures/logs/README.md."""
+
+import json
+from pathlib import Path
+
+from kvcalc.engines import get_engine
+
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
+QWEN235 = str(Path(__file__).resolve().parents[2] / "fixtures" / "qwen3-235b-a22b.yaml")
+
+
+def _rows(out: dict) -> dict:
+    return {r["figure"].split(" (line")[0]: r for r in out["rows"]}
+
+
+def test_published_qwen3_235b_line_agrees(cli):
+    # vLLM issue #21348: SGLang on 4 x H100, tp 4: "#tokens: 367404, K size: 8.23 GB". One KV head per rank
+    # (4 // 4): K = (367,404 + 1) x 1 x 128 x 2 B x 94 layers = 8,841,233,920 B / 2^30 = 8.23
+    assert round(367405 * 128 * 2 * 94 / 2**30, 2) == 8.23
+    r = cli("check-log", str(LOGS / "sglang-vllm21348-qwen3-235b.log"), "--model", QWEN235, "--tp", "4", "--json")
+    assert r.code == 0
+    out = json.loads(r.out)
+    assert out["verdict"] == "agrees" and out["settings"]["tp"] == 4
+    assert _rows(out)["K size (GB = GiB, 2 decimals)"]["kvcalc"] == "8.23 GiB"
+    # without --tp the log says nothing of the ranks: one rank holds all 4 heads, 4x the bytes
+    r1 = cli("check-log", str(LOGS / "sglang-vllm21348-qwen3-235b.log"), "--model", QWEN235, "--json")
+    assert r1.code == 1 and json.loads(r1.out)["verdict"] == "differs"
+
+
+def test_the_scheduler_line_of_sglang_issue_29575_parses():
+    facts = get_engine("sglang").logs.parse((LOGS / "sglang-29575.log").read_text())
+    assert facts.values["max_total_num_tokens"] == 2086558 and facts.values["max_running_requests"] == 33
+    assert facts.values["context_len"] == 256000
+    # without a cap, resolve_max_num_reqs would give min(clamp(int(2,086,558 / 256,000 x 512), 2048, 4096), T // 2)
+    assert min(max(min(int(2086558 / 256000 * 512), 4096), 2048), 2086558 // 2) == 4096  # so 33 is a cap
+
+
+def test_synthetic_logs_agree_and_the_wrong_one_differs(cli):
+    good = cli("check-log", str(LOGS / "synthetic-sglang-0.5.23-llama-3.1-8b.log"), "--json")
+    assert good.code == 0
+    out = json.loads(good.out)
+    assert out["model"] == "llama-3.1-8b" and out["log_sglang_version"] is None
+    rows = _rows(out)
+    assert rows["K size (GB = GiB, 2 decimals)"]["agrees"] and rows["max_running_requests"]["kvcalc"] == "2,048"
+    bad = cli("check-log", str(LOGS / "synthetic-sglang-0.5.23-llama-3.1-8b-wrong.log"), "--json")
+    assert bad.code == 1
+    rows = _rows(json.loads(bad.out))
+    assert not rows["K size (GB = GiB, 2 decimals)"]["agrees"] and not rows["max_running_requests"]["agrees"]
+    swa = cli("check-log", str(LOGS / "synthetic-sglang-0.5.23-gpt-oss-120b.log"), "--json")
+    rows = _rows(json.loads(swa.out))
+    assert swa.code == 0 and rows["SWA pool tokens"]["kvcalc"] == f"{int(647269 * 0.8):,}"
+
+
+def test_a_vllm_log_is_still_read_as_vllm(cli):
+    r = cli("check-log", str(LOGS / "synthetic-0.33-llama-3.1-8b.log"), "--json")
+    assert r.code == 0 and json.loads(r.out)["kvcalc_vllm_version"] == "0.33.0"
+    r = cli("check-log", str(LOGS / "synthetic-0.33-llama-3.1-8b.log"), "--engine", "sglang")
+    assert r.code == 2 and "no SGLang KV cache lines found" in r.err
