@@ -197,7 +197,7 @@ def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capa
     eng = get_engine(cap_args.get("engine", "vllm"))
     settings = eng.with_parallel(cap_args.get("settings") or eng.settings(), par)
     plans = _stage_plans(spec, limit, cap_args.get("precision"), eng, settings, cap_args.get("mtp", False), par)
-    best = min(p.max_context(pool, concurrency, limit) for p in plans)
+    best = eng.max_context(plans, pool, concurrency, limit, settings, par)
     if best < 1:
         return 0, None
     return best, capacity(context=best, **cap_args)

@@ -46,6 +46,29 @@ def api_value(rng: random.Random):
                        np.array([1.5]), np.array([2**63 - 1], dtype=np.uint64), "llama-3.1-8b", Path("x")])
 
 
+#: option sets of each engine (and shared ones) that the engine grid crosses with models and layouts
+ENGINE_FLAGS = {
+    "vllm": [[], ["--block-size", "64"], ["--no-async-scheduling"], ["--no-prefix-caching"]],
+    "sglang": [[], ["--max-running-requests", "64"], ["--page-size", "64"], ["--mem-fraction-static", "0.5"],
+               ["--enable-dp-attention", "--dp", "2"], ["--max-total-tokens", "100000"]],
+    "exact": [[]],
+    "vllm,sglang,exact": [[]],
+}
+
+
+def engine_grid(configs) -> list[list[str]]:
+    """capacity for every shipped model x engine x tp x budget x option set, plus --concurrency and --json."""
+    out = []
+    for cfg in configs:
+        for engine, sets in ENGINE_FLAGS.items():
+            for tp in ("1", "8"):
+                for budget in (["--gpu", "h200"], ["--kv-memory", "40GiB"]):
+                    for extra in sets + [["--concurrency", "2"], ["--json", "-p", "fp8"]]:
+                        tp_args = ["--tp", "2" if "--dp" in extra else tp]
+                        out.append(["capacity", cfg.stem, "--engine", engine, "-c", "128k", *tp_args, *budget, *extra])
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", type=int, default=12_000)
@@ -83,6 +106,13 @@ def main() -> int:
                 outcomes["config " + classify(argv, *res)] += 1
             except AssertionError as exc:
                 failures.append(f"{cfg.name}: {str(exc)[:600]}")
+        for argv in engine_grid(configs):  # every model on every engine, with each engine's own options
+            res = run_cli(argv)
+            slowest = max(slowest, res[3])
+            try:
+                outcomes["engines " + classify(argv, *res)] += 1
+            except AssertionError as exc:
+                failures.append(str(exc)[:600])
         for _ in range(n_api):
             model, context = rng.choice(["llama-3.1-8b", "deepseek-v4-pro", api_value(rng)]), api_value(rng)
             use_numpy = rng.random() < 0.5  # both vector kinds (kvcalc.vec): numpy arrays and Python ints

@@ -190,6 +190,10 @@ class Engine(ABC):
                    fullest.cache_tokens(num_blocks), tuple(self.explain(fullest, num_blocks)),
                    log_line=self.log_line(fullest, num_blocks))
 
+    def max_context(self, plans: list, pool: int, concurrency: int, limit: int, settings, parallel) -> int:
+        """The longest context (<= limit) at which ``concurrency`` requests fit in ``pool`` on every stage."""
+        return min(p.max_context(pool, concurrency, limit) for p in plans)
+
     def gpus(self, parallel, settings) -> int:
         """GPUs the parallel layout takes (tp x pp x dp; an engine whose data parallelism shares the tensor
         ranks says otherwise)."""

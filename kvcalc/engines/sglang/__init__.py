@@ -120,6 +120,9 @@ class SglangEngine(Engine):
     # ---- the plan ---------------------------------------------------------------------------------------
     def plan(self, job):
         s = job.settings
+        if job.mtp:
+            raise S.refuse(f"speculative decoding (the MTP draft layers, {{{{mtp}}}}) is not modelled for SGLang "
+                           f"{VERSION}: it adds draft weights and draft KV to every pool")
         # --kv-cache-dtype auto is the model dtype (the config's default precision; DSA on Hopper: bf16 too)
         lay = S.layout(job.model, job.precision.name, s, job.tp, job.stage_layers)
         return _pool_plan(job, lay)
@@ -158,6 +161,20 @@ class SglangEngine(Engine):
         from .report import fit
 
         return fit(self, plans, pool, settings, parallel)
+
+    def max_context(self, plans, pool, concurrency, limit, settings, parallel) -> int:
+        """Requests of L tokens that fit never grow with L (the pools do not depend on it): a binary search on
+        the engine's own count."""
+        from .report import requests_at
+
+        lo, hi, best = 1, limit, 0
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if requests_at(plans, pool, settings, mid) >= concurrency:
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        return best
 
     def refusal(self, plan, pool: int) -> str:
         return f"engine sglang: {plan.model}: the {pool:,} B budget holds no token pool"

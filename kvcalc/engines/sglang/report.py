@@ -90,6 +90,25 @@ def _stage_sizings(plans, pool: int, settings) -> list[S.Sizing]:
     return sizes
 
 
+def _limits(lay: S.Layout, z: S.Sizing, L: int) -> dict[str, int]:
+    """Requests of L tokens each limit admits: the request cap, the token pool, the SWA pool."""
+    limits = {"max_running_requests": z.max_running_requests,
+              "token pool": z.max_total_num_tokens // S.ceil_page(L, lay.page)}
+    if z.swa_tokens is not None:
+        limits["SWA pool"] = z.swa_tokens // S.swa_tokens_per_request(lay, L)
+    return limits
+
+
+def requests_at(plans, pool: int, settings, context: int) -> int:
+    """Requests of ``context`` tokens that fit on the fullest stage (the pools do not depend on the context)."""
+    out = None
+    for p in plans:
+        z = S.size_pools(p.detail, pool / GIB, context, settings)
+        n = min(_limits(p.detail, z, context).values())
+        out = n if out is None else min(out, n)
+    return out or 0
+
+
 def fit(engine, plans, pool: int, settings, parallel) -> Fit:
     sizes = _stage_sizings(plans, pool, settings)
     i = max(range(len(plans)), key=lambda k: sum(p["bytes"] for p in _pools(plans[k].detail, sizes[k])))
@@ -99,10 +118,7 @@ def fit(engine, plans, pool: int, settings, parallel) -> Fit:
     # arg_groups/parallel_hook.py handle_data_parallelism: the chunk is divided over the attention-DP ranks;
     # without a GPU named, the H100 / H200 default
     chunk = (settings.chunked_prefill_size or DEFAULT_CHUNK) // settings.attn_dp
-    limits = {"max_running_requests": z.max_running_requests,
-              "token pool": z.max_total_num_tokens // S.ceil_page(L, lay.page)}
-    if z.swa_tokens is not None:
-        limits["SWA pool"] = z.swa_tokens // S.swa_tokens_per_request(lay, L)
+    limits = _limits(lay, z, L)
     fits = min(limits.values())
     binding = min(limits, key=lambda k: limits[k])
     lines = [f"SGLang would log: {line}" for line in _log_lines(lay, z, pools, L, chunk)]

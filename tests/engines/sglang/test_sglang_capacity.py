@@ -170,3 +170,29 @@ def test_engines_side_by_side(cli):
     assert text.code == 0 and "SGLang 0.5.23 (bf16)" in text.out and "sglang: token pools: 131,072 B per token" in text.out
     bad = cli("capacity", "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "40GiB", "--block-size", "32")
     assert bad.code == 2 and "--block-size: a setting of the vllm engine, not of sglang" in bad.err
+
+
+def test_reverse_search_uses_sglangs_own_count(cli):
+    # 10 GiB // 131,072 B = 81,920 tokens; 4 requests of 81,920 // 4 = 20,480 tokens each fit, one more does not
+    r = cli("capacity", "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "10GiB", "--concurrency", "4", "--json")
+    assert r.code == 0 and json.loads(r.out)["max_context_tokens"] == 10 * GIB // 131072 // 4 == 20480
+    m = cli("capacity", "qwen3.5-9b", "--engine", "sglang", "--kv-memory", "10GiB", "--mtp")
+    assert m.code == 2 and "speculative decoding (the MTP draft layers, --mtp) is not modelled for SGLang" in m.err
+
+
+def test_every_shipped_model_on_sglang_keeps_the_contract():
+    """Each config either plans on SGLang or is refused with one line (fuzzcases.classify: no traceback)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from fuzzcases import classify, run_cli
+
+    from kvcalc.config import config_names
+
+    seen = set()
+    for name in config_names():
+        for extra in ([], ["--json", "-p", "fp8", "--tp", "8"]):
+            argv = ["capacity", name, "--engine", "sglang", "--kv-memory", "40GiB", "-c", "32k", *extra]
+            seen.add(classify(argv, *run_cli(argv)))
+    assert seen == {"ok", "rejected"}
