@@ -1,5 +1,5 @@
 """The toy config the loader tests mutate, the helpers that write and mutate it, and the one-line error
-check (shared by tests/config/ and the CLI regressions in tests/)."""
+check (shared by tests/config/, tests/cli/test_cli.py, tests/test_estimate.py and tests/test_claims_arguments.py)."""
 
 import copy
 

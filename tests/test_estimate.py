@@ -6,6 +6,8 @@ import pytest
 import kvcalc
 from kvcalc.errors import KvcalcError
 
+from configcases import mutate, one_line_error, write
+
 M = 1 << 20  # 1M tokens
 GIB, MIB, KIB = 1 << 30, 1 << 20, 1 << 10
 
@@ -177,3 +179,12 @@ def test_bad_contexts():
             kvcalc.estimate("llama-3.1-8b", ctx)
     with pytest.raises(KvcalcError):
         kvcalc.estimate("llama-3.1-8b", np.array([1.5]))
+
+
+def test_overflow_caught_across_components(tmp_path, cli):
+    # two states of 2^60 fp32 values = 2^62 B each: each fits int64, their sum (2^63 B) does not
+    data = mutate(lambda d: d["components"].update(
+        big1={"cache": "state", "shape": [1 << 20] * 3}, big2={"cache": "state", "shape": [1 << 20] * 3}))
+    data["layer_kinds"]["swa"] = ["win", "big1", "big2"]
+    path = write(tmp_path, data)
+    one_line_error(cli("estimate", path, "-c", "1k"), "exceeds 8 EiB")

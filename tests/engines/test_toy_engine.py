@@ -70,7 +70,7 @@ class ToyEngine(Engine):
                         {"block_tokens": bt}, Layout.LAYER_OUTERMOST, "one group per component", 0, tuple(groups),
                         per_block, 0, job.total, (), lambda ctx: tuple(g.blocks_per_request for g in groups))
 
-    def budget(self, settings, gpu):
+    def budget(self, settings, gpu, model=None, parallel=None):
         return fraction_budget(gpu, settings.gpu_memory_utilization, "gpu_memory_utilization")
 
 

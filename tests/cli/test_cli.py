@@ -1,10 +1,14 @@
-import pytest
 """The CLI as a user runs it: headline, per-model breakdown, JSON, compare, models, show."""
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+
+import pytest
+
+from configcases import one_line_error, write
 
 M = 1 << 20
 
@@ -28,6 +32,15 @@ def test_headline_json_has_ratios(cli):
     assert pro["reference"]["model"] == "deepseek-v3.2"
     assert round(1 / pro["reference"]["ratio"], 1) == 8.7
     assert rows[("deepseek-v3.2", "bf16")]["total_bytes"] == 1408 * 61 * M
+
+
+def test_mtp_reference_is_counted_alike(cli):
+    # V3.2 against itself must be 100% whether or not the MTP layer is counted
+    r = cli("estimate", "--context", "1M", "--mtp", "--json")
+    rows = {(d["model"], d["precision"]): d for d in r.json()}
+    v32 = rows[("deepseek-v3.2", "bf16")]
+    assert v32["reference"]["ratio"] == 1.0
+    assert v32["per_sequence_bytes"] == 1408 * 62 * M  # 61 layers + the MTP layer
 
 
 def test_single_model_breakdown(cli):
@@ -92,6 +105,29 @@ def test_compare(cli):
     assert d["ratio_b_over_a"] == [fp8 / bf16]
 
 
+STATE_ONLY = """
+kvcalc: 1
+name: ssm
+precisions: {fp32: {}}
+default_precision: fp32
+components: {s: {cache: state, shape: [16, 64, 128], dtype: fp32}}
+layer_kinds: {ssm: [s]}
+layers: [{pattern: [ssm], layers: 4}]
+"""
+
+
+def test_zero_byte_reference(tmp_path, cli):
+    path = write(tmp_path, STATE_ONLY)
+    r = cli("compare", path, path, "--basis", "article")
+    assert r.code == 0, r.err
+    r = cli("compare", path, path, "--basis", "article", "--json")
+    d = json.loads(r.out)  # strict JSON: no NaN
+    assert d["ratio_b_over_a"] == [None]
+    # the complete basis counts the state: 4 layers x 16 x 64 x 128 x 4 B
+    r = cli("estimate", path, "-c", "1M", "--json")
+    assert r.json()[0]["total_bytes"] == 4 * 16 * 64 * 128 * 4
+
+
 def test_models_and_show(cli):
     r = cli("models")
     assert r.code == 0 and "deepseek-v4-pro" in r.out and "30 c4a + 31 c128a" in r.out
@@ -116,6 +152,30 @@ def test_usage_errors_exit_2(cli):
         assert r.code == 2, args
         lines = r.err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("kvcalc: error: ") and fragment in lines[0], r.err
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["estimate", "deepseek-v4-pro", "--frobnicate"], "No such option: --frobnicate"),
+        (["check-log"], "Missing argument 'FILE'"),
+        (["compare", "deepseek-v4-pro"], "compare takes two models"),
+        (["frob"], "No such command 'frob'"),
+        (["estimate", "--batch", "1.5"], "--batch"),
+        (["models", "extra"], "unexpected extra argument"),
+        (["show", "deepseek-v4-pro", "--precision", "fp8"], "No such option: --precision"),
+        (["estimate", "llama-3.1-8b", "--context", "1,048,576"], "ambiguous"),
+        (["estimate", "llama-3.1-8b", "--vs", "nosuch"], "--vs: unknown model"),
+        (["compare", "deepseek-v3.2", "gpt-oss-120b", "-p", "bf16", "--precision-b", "fp9"], "--precision-b"),
+        (["estimate", "/tmp"], "is a directory"),
+        (["claims", "--file", ""], "--file: empty path"),
+        (["estimate", "llama-3.1-70b", "-c", "1M", "--batch", "100000000000"], "--batch"),
+        (["estimate", "llama-3.1-70b", "-c", "1M", "--batch", "10000000000000000000"], "--batch"),
+        (["estimate", "llama-3.1-70b", "-c", "4G", "--batch", "100000"], "exceeds 8 EiB"),
+    ],
+)
+def test_usage_errors_are_one_line(cli, args, fragment):
+    one_line_error(cli(*args), fragment)
 
 
 def test_help_states_binary_units(cli):
@@ -191,8 +251,8 @@ def test_version(cli):
     from pathlib import Path
 
     r = cli("--version")
-    version = re.search(r'^version = "([^"]+)"', (Path(__file__).parents[1] / "pyproject.toml").read_text(), re.M)
-    assert r.code == 0 and r.out == f"kvcalc {version.group(1)} (plans vLLM 0.33.0)\n"
+    version = re.search(r'^version = "([^"]+)"', (Path(__file__).parents[2] / "pyproject.toml").read_text(), re.M)
+    assert r.code == 0 and r.out == f"kvcalc {version.group(1)} (plans vLLM 0.33.0, SGLang 0.5.23)\n"
 
 
 def test_name_conventions(cli, tmp_path, monkeypatch):

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[2] / "fixtures" / "logs"
 
 
 def test_published_pr12569_block_count(cli):

@@ -135,3 +135,11 @@ def test_printed_lines_wrap_at_the_width_and_carry_no_trailing_spaces(monkeypatc
     monkeypatch.setattr("sys.stdout", out)
     Console(width=40).print("Basis: complete: 30 c4a + 31 c128a; MTP layer not counted; exact bytes")
     assert out.getvalue() == "Basis: complete: 30 c4a + 31 c128a; MTP\nlayer not counted; exact bytes\n"
+
+
+def test_narrow_terminal_never_truncates_numbers(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli("estimate", "--context", "1M")
+    assert r.code == 0
+    assert "…" not in r.out
+    assert "83.88 GiB" in r.out and "290.91% (2.91x)" in r.out and "fp8_ds_mla_v4" in r.out
