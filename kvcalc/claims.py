@@ -1,4 +1,4 @@
-"""Recompute every published number in reports/claims.yaml and compare within its stated tolerance."""
+"""Recompute every published number in the shipped claims (kvcalc/data/claims.yaml) and compare within its stated tolerance."""
 
 from __future__ import annotations
 

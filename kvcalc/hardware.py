@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from pathlib import Path
 
 from .errors import KvcalcError
+from .paths import gpus_file
 from .yamlio import load_yaml
 
-_FILE = Path(__file__).resolve().parent / "data" / "gpus.yaml"
 #: short names people type
 ALIASES = {"h100": "h100-sxm", "a100": "a100-80gb", "gh200": "h200"}
 
@@ -31,7 +30,7 @@ _CATALOGUE: dict[str, GPU] | None = None
 def catalogue() -> dict[str, GPU]:
     global _CATALOGUE
     if _CATALOGUE is None:
-        data = load_yaml(_FILE)
+        data = load_yaml(gpus_file())
         _CATALOGUE = {key: GPU(key=key, **entry) for key, entry in data["gpus"].items()}
     return _CATALOGUE
 

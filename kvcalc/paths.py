@@ -1,21 +1,20 @@
-"""Where the shipped data lives: beside the package when installed from a wheel, at the repository root
-in a source checkout or editable install."""
+"""Where the shipped data lives: ``kvcalc/data/`` (model configs, the GPU catalogue, the published claims),
+read by the package wherever it is installed. ``reports/`` holds generated figures only."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-_PKG = Path(__file__).resolve().parent
-
-
-def _data_dir(name: str) -> Path:
-    installed = _PKG / name
-    return installed if installed.is_dir() else _PKG.parent / name
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def configs_dir() -> Path:
-    return _data_dir("configs")
+    return DATA / "configs"
 
 
 def claims_file() -> Path:
-    return _data_dir("reports") / "claims.yaml"
+    return DATA / "claims.yaml"
+
+
+def gpus_file() -> Path:
+    return DATA / "gpus.yaml"

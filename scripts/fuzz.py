@@ -76,7 +76,7 @@ def main() -> int:
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    configs = sorted((ROOT / "configs").glob("*.yaml"))
+    configs = sorted((ROOT / "kvcalc" / "data" / "configs").glob("*.yaml"))
     outcomes: Counter = Counter()
     failures: list[str] = []
     slowest = 0.0

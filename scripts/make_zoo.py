@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Regenerate the zoo: configs/<name>.yaml from the real config.json fixtures in tests/fixtures/hf (provenance
+"""Regenerate the zoo: kvcalc/data/configs/<name>.yaml from the real config.json fixtures in tests/fixtures/hf (provenance
 in tests/fixtures/hf/SOURCES.md) through `kvcalc import-hf`. A test checks the committed files equal this output.
 
     python scripts/make_zoo.py           # rewrite the zoo configs
@@ -45,7 +45,7 @@ def render(fixture: str) -> tuple[Path, str]:
     cfg = import_config(data, rel, name)
     url = hub if hub.startswith("https://") else f"https://huggingface.co/{hub}/blob/main/config.json"
     cfg["sources"]["hub"] = f"{url} (the fixture's provenance: tests/fixtures/hf/SOURCES.md)"
-    return ROOT / "configs" / f"{name}.yaml", to_yaml(cfg)
+    return ROOT / "kvcalc" / "data" / "configs" / f"{name}.yaml", to_yaml(cfg)
 
 
 def main(argv: list[str]) -> int:

@@ -11,7 +11,7 @@ import kvcalc
 from audit_model import bytes_per_sequence
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+CONFIGS = sorted((ROOT / "kvcalc" / "data" / "configs").glob("*.yaml"))
 CONTEXTS = [1, 2, 63, 64, 127, 128, 129, 255, 1000, 4096, 8191, 8192, 8193, 65_536, 131_072, 163_840, 1 << 20,
             3_000_000]
 

@@ -74,7 +74,7 @@ def _shipped_claim(claim_id: str) -> str:
     import yaml
     from pathlib import Path
 
-    data = yaml.safe_load((Path(__file__).parents[1] / "reports" / "claims.yaml").read_text())
+    data = yaml.safe_load((Path(__file__).parents[1] / "kvcalc" / "data" / "claims.yaml").read_text())
     (claim,) = [c for c in data["claims"] if c["id"] == claim_id]
     return data, claim
 

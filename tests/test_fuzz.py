@@ -16,7 +16,7 @@ import kvcalc  # noqa: E402
 from fuzzcases import COMMANDS, FLAGS, VALUES, classify, mutate_yaml, run_cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+CONFIGS = sorted((ROOT / "kvcalc" / "data" / "configs").glob("*.yaml"))
 SLICE = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 tokens = st.one_of(st.sampled_from(FLAGS), st.sampled_from(VALUES), st.text(max_size=12))

@@ -9,7 +9,7 @@ import pytest
 import kvcalc
 
 ROOT = Path(__file__).resolve().parents[1]
-LLAMA = (ROOT / "configs" / "llama-3.1-8b.yaml").read_text()
+LLAMA = (ROOT / "kvcalc" / "data" / "configs" / "llama-3.1-8b.yaml").read_text()
 
 
 def _one_line_exit_2(r, start="kvcalc: error: "):
@@ -73,7 +73,7 @@ def test_a_huge_text_field_is_refused(cli, tmp_path):
 
 
 def test_claims_with_numbers_beyond_floats(cli, tmp_path):
-    text = (ROOT / "reports" / "claims.yaml").read_text().replace("published: 1408", "published: 1" + "0" * 400, 1)
+    text = (ROOT / "kvcalc" / "data" / "claims.yaml").read_text().replace("published: 1408", "published: 1" + "0" * 400, 1)
     f = tmp_path / "c.yaml"
     f.write_text(text)
     r = cli("claims", "--file", str(f))
@@ -88,7 +88,7 @@ def test_api_model_argument_types(bad):
 
 
 def test_api_accepts_a_path():
-    e = kvcalc.estimate(ROOT / "configs" / "llama-3.1-8b.yaml", 1024)
+    e = kvcalc.estimate(ROOT / "kvcalc" / "data" / "configs" / "llama-3.1-8b.yaml", 1024)
     assert int(e.per_sequence[0]) == 1024 * 32 * 2 * 8 * 128 * 2
 
 

@@ -173,3 +173,13 @@ def test_the_library_returns_data_not_text(module):
     from kvcalc.estimate import Estimate
 
     assert not hasattr(Estimate, "formats_text") and not hasattr(Estimate, "basis_text")
+
+
+def test_the_wheel_lists_every_package():
+    """pyproject names its packages one by one: a new subpackage (an engine's folder) must be listed, or the
+    wheel ships without it."""
+    import tomllib
+
+    listed = set(tomllib.loads((PKG.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.relative_to(PKG.parent).parts[:-1]) for p in PKG.rglob("__init__.py")}
+    assert found - listed == set(), sorted(found - listed)

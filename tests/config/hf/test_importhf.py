@@ -236,7 +236,7 @@ def test_minimax_m1_verbatim():
 
 
 def test_zoo_configs_are_the_importers_output():
-    """configs/<zoo>.yaml are generated from the fixtures by scripts/make_zoo.py; a stale file fails here."""
+    """kvcalc/data/configs/<zoo>.yaml are generated from the fixtures by scripts/make_zoo.py; a stale file fails here."""
     import subprocess
     import sys
 
