@@ -80,18 +80,23 @@ def main() -> int:
     outcomes: Counter = Counter()
     failures: list[str] = []
     slowest = 0.0
+
+    def drive(label: str, argv: list[str], prefix: str = "") -> None:
+        """Run one command line and record its outcome, or the contract it broke."""
+        nonlocal slowest
+        res = run_cli(argv)
+        slowest = max(slowest, res[3])
+        try:
+            outcomes[f"{label} " + classify(argv, *res)] += 1
+        except AssertionError as exc:
+            failures.append(f"{prefix}{str(exc)[:600]}")
+
     n_cli, n_cfg = int(a.cases * 0.5), int(a.cases * 0.25)
     n_api = a.cases - n_cli - n_cfg
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(n_cli):
-            argv = [rng.choice(COMMANDS)] + [token(rng) for _ in range(rng.randrange(0, 7))]
-            res = run_cli(argv)
-            slowest = max(slowest, res[3])
-            try:
-                outcomes["cli " + classify(argv, *res)] += 1
-            except AssertionError as exc:
-                failures.append(str(exc)[:600])
+            drive("cli", [rng.choice(COMMANDS)] + [token(rng) for _ in range(rng.randrange(0, 7))])
         for i in range(n_cfg):
             cfg = rng.choice(configs)
             path = Path(tmp) / f"m{i % 50}.yaml"
@@ -100,19 +105,9 @@ def main() -> int:
                 ["--kv-memory", "40GiB", "-c", "128k"] if rng.random() < 0.3 else [])
             if argv[0] == "capacity" and "--kv-memory" not in argv:
                 argv += ["--kv-memory", "40GiB", "-c", "128k"]
-            res = run_cli(argv)
-            slowest = max(slowest, res[3])
-            try:
-                outcomes["config " + classify(argv, *res)] += 1
-            except AssertionError as exc:
-                failures.append(f"{cfg.name}: {str(exc)[:600]}")
+            drive("config", argv, f"{cfg.name}: ")
         for argv in engine_grid(configs):  # every model on every engine, with each engine's own options
-            res = run_cli(argv)
-            slowest = max(slowest, res[3])
-            try:
-                outcomes["engines " + classify(argv, *res)] += 1
-            except AssertionError as exc:
-                failures.append(str(exc)[:600])
+            drive("engines", argv)
         for _ in range(n_api):
             model, context = rng.choice(["llama-3.1-8b", "deepseek-v4-pro", api_value(rng)]), api_value(rng)
             use_numpy = rng.random() < 0.5  # both vector kinds (kvcalc.vec): numpy arrays and Python ints
