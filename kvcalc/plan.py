@@ -78,5 +78,6 @@ def plan(
         by_member = _analytic_by_member(spec, ctx, prec.name, mtp, tp)
         return {k: v for k, v in by_member.items() if k[0] in stage_layers}
 
-    job = PlanJob(spec, prec, context, settings, mtp, tp, frozenset(stage_layers), analytic_at(context), analytic_at)
+    job = PlanJob(spec, prec, context, settings, mtp, tp, frozenset(stage_layers), analytic_at(context), analytic_at,
+                  precision)
     return eng.plan(job)

@@ -229,6 +229,7 @@ class PlanJob:
     stage_layers: frozenset[int]
     analytic: dict  # (layer, component) -> exact bytes this rank holds at ``context``
     analytic_at: Any  # ctx -> that dict at another context
+    precision_asked: str | None = None  # the precision as asked (None: the model's default; an engine may differ)
 
     @property
     def total(self) -> int:

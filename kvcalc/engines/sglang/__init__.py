@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from ...errors import KvcalcError
 from ...pool import GroupKind, Layout as PoolLayout, PlanGroup, PlanPage, PoolPlan
-from ...specs import MLALatent
+from ...specs import CompressedMLA, KDAState, MLALatent
 from ...units import GIB
 from ..base import Budget, BudgetStep, Engine, Fit, Option, even_stages
 from . import logs as _logs
@@ -123,6 +123,10 @@ class SglangEngine(Engine):
         if job.mtp:
             raise S.refuse(f"speculative decoding (the MTP draft layers, {{{{mtp}}}}) is not modelled for SGLang "
                            f"{VERSION}: it adds draft weights and draft KV to every pool")
+        if any(isinstance(c, CompressedMLA) for c in job.model.components.values()):
+            from .dsv4 import v4_layout
+
+            return _v4_plan(job, v4_layout(job.model, job.precision_asked, s, job.stage_layers, s.attn_dp))
         # --kv-cache-dtype auto is the model dtype (the config's default precision; DSA on Hopper: bf16 too)
         lay = S.layout(job.model, job.precision.name, s, job.tp, job.stage_layers)
         return _pool_plan(job, lay)
@@ -143,7 +147,7 @@ class SglangEngine(Engine):
         tp = parallel.tp if parallel is not None else 1
         pp = parallel.pp if parallel is not None else settings.pp
         return default_mem_fraction_static(gpu.memory_bytes >> 20, tp=tp, pp=pp, attn_dp=settings.attn_dp, mla=mla,
-                                           prefill_graphs=pp == 1,
+                                           prefill_graphs=_prefill_graphs(model, pp),
                                            max_running_requests=settings.max_running_requests,
                                            max_total_tokens=settings.max_total_tokens,
                                            chunked_prefill_size=settings.chunked_prefill_size)
@@ -178,6 +182,32 @@ class SglangEngine(Engine):
 
     def refusal(self, plan, pool: int) -> str:
         return f"engine sglang: {plan.model}: the {pool:,} B budget holds no token pool"
+
+
+def _prefill_graphs(model, pp: int) -> bool:
+    """arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility: no prefill CUDA graphs with pp > 1, for
+    DeepSeek V4, or for KDA hybrids."""
+    if pp > 1 or model is None:
+        return pp == 1
+    return not any(isinstance(c, (CompressedMLA, KDAState)) for c in model.components.values())
+
+
+def _v4_plan(job, lay) -> PoolPlan:
+    """DeepSeek V4: one group for the window pool, one for the compressed pools; a "block" is one page."""
+    L, page = job.context, lay.page
+    comps = tuple(dict.fromkeys(c for (_, c) in job.analytic))
+    members = tuple(job.analytic)
+    layers = tuple(sorted({layer for layer, _ in members}))
+    per = lay.bytes_per_full_token
+    group = PlanGroup(0, GroupKind.FULL, layers, members, page,
+                      (PlanPage("+".join(comps), "DeepSeekV4TokenToKVPool", "fp8_e4m3", page, page, int(per),
+                                int(per * page), int(per * page), 1),),
+                      -(-L // page), job.total)
+    used = {"kv_cache_dtype": lay.kv_dtype, "page_size": page, "swa_full_tokens_ratio": lay.swa_ratio,
+            "max_running_requests": lay.mrr_per_worker, "attn_dp_size": job.settings.attn_dp}
+    return PoolPlan(NAME, VERSION, job.model.name, job.precision.name if job.precision_asked else "fp8", L,
+                    job.settings, used, PoolLayout.BLOCK_OUTERMOST, "DSV4PoolConfigurator (ratio mode)", 0, (group,),
+                    group.page_bytes, 1, job.total, (), lambda ctx: (-(-ctx // page),), detail=lay)
 
 
 def _pool_plan(job, lay: S.Layout) -> PoolPlan:

@@ -7,7 +7,8 @@ from dataclasses import replace
 from ...units import GIB, format_bytes
 from ..base import Fit
 from . import sizing as S
-from .defaults import DEFAULT_MAX_PREFILL_TOKENS, VERSION
+from .defaults import DEFAULT_MAX_PREFILL_TOKENS, SWA_EVICTION_INTERVAL, VERSION
+from .dsv4 import RING, V4Layout, size_v4
 
 DEFAULT_CHUNK = 8192
 
@@ -103,6 +104,10 @@ def requests_at(plans, pool: int, settings, context: int) -> int:
     """Requests of ``context`` tokens that fit on the fullest stage (the pools do not depend on the context)."""
     out = None
     for p in plans:
+        if isinstance(p.detail, V4Layout):
+            n = min(_v4_limits(p.detail, size_v4(p.detail, pool / GIB, settings), context).values())
+            out = n if out is None else min(out, n)
+            continue
         z = S.size_pools(p.detail, pool / GIB, context, settings)
         n = min(_limits(p.detail, z, context).values())
         out = n if out is None else min(out, n)
@@ -110,6 +115,8 @@ def requests_at(plans, pool: int, settings, context: int) -> int:
 
 
 def fit(engine, plans, pool: int, settings, parallel) -> Fit:
+    if isinstance(plans[0].detail, V4Layout):
+        return _fit_v4(plans, pool, settings)
     sizes = _stage_sizings(plans, pool, settings)
     i = max(range(len(plans)), key=lambda k: sum(p["bytes"] for p in _pools(plans[k].detail, sizes[k])))
     p, lay, z = plans[i], plans[i].detail, sizes[i]
@@ -185,3 +192,79 @@ def _why(lay: S.Layout, z: S.Sizing, pool: int, L: int, limits: dict, binding: s
     out.append(f"Requests of {L:,} tokens per replica (an attention-DP worker with DP attention): {each}; the "
                f"{binding} binds.")
     return out
+
+
+# ---- DeepSeek V4 ------------------------------------------------------------------------------------------------
+def _v4_limits(lay: V4Layout, z, L: int) -> dict[str, int]:
+    per_swa = min(L, lay.window + SWA_EVICTION_INTERVAL + 2 * lay.page)  # compute_swa_request_cap's per request
+    return {"max_running_requests": z.max_running_requests,
+            "token pool": z.max_total_num_tokens // S.ceil_page(L, lay.page), "SWA pool": z.swa_tokens // per_swa}
+
+
+def _v4_pools(lay: V4Layout, z) -> list[dict]:
+    """The pools by token count, with the bytes DSV4PoolConfigurator prices them at (DeepSeekV4TokenToKVPool's
+    own tensor shapes are not modelled)."""
+    c4_state = 2 * 2 * lay.head_dim * 4 + 2 * 2 * lay.indexer_dim * 4
+    return [
+        {"name": "SWA KV (every layer)", "dtype": "torch.uint8", "tokens": z.swa_tokens, "layers": len(lay.ratios),
+         "bytes": int(z.swa_tokens * lay.paged() * len(lay.ratios))},
+        {"name": "c4 entries + indexer", "dtype": "torch.uint8", "tokens": z.c4_tokens, "layers": lay.n(4),
+         "bytes": int(z.max_total_num_tokens * (lay.paged(4) + lay.indexer_row) / 4 * lay.n(4))},
+        {"name": "c128 entries", "dtype": "torch.uint8", "tokens": z.c128_tokens, "layers": lay.n(128),
+         "bytes": int(z.max_total_num_tokens * lay.paged(128) / 128 * lay.n(128))},
+        {"name": "c4 compressor state", "dtype": "torch.float32", "tokens": z.c4_state, "layers": lay.n(4),
+         "bytes": int(z.swa_tokens * (RING[4] if lay.n(4) else 0) / lay.page * c4_state * lay.n(4))},
+        {"name": "c128 compressor state", "dtype": "torch.float32", "tokens": z.c128_state, "layers": lay.n(128),
+         "bytes": z.fixed_bytes},
+    ]
+
+
+def _fit_v4(plans, pool: int, settings) -> Fit:
+    p = plans[0]
+    lay, L = p.detail, p.context
+    z = size_v4(lay, pool / GIB, settings)
+    for q in plans[1:]:  # pipeline stages: the smallest token count
+        z2 = size_v4(q.detail, pool / GIB, settings)
+        if z2.max_total_num_tokens < z.max_total_num_tokens:
+            p, lay, z = q, q.detail, z2
+    limits = _v4_limits(lay, z, L)
+    binding = min(limits, key=lambda k: limits[k])
+    pools = _v4_pools(lay, z)
+    chunk = (settings.chunked_prefill_size or DEFAULT_CHUNK) // settings.attn_dp
+    g = 1 << 30
+    log = [f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={z.swa_tokens}, swa_full_tokens_ratio={lay.swa_ratio}",
+           f"DSV4 memory calculation: unified=False, unified_fp8=False, dspark_draft_bf16=False, bytes_per_full_token="
+           f"{lay.bytes_per_full_token:.2f}, available_bytes={z.available_bytes / g:.2f} GB, c128_state_fixed="
+           f"{z.fixed_bytes / g:.2f} GB, c2_state_fixed=0.00 GB, swa_fixed=0.00 GB, swa_ring_fixed=0.00 GB, "
+           f"c4_state_fixed=0.00 GB, full_token={z.max_total_num_tokens}",
+           f"DSV4 pool sizes: full={z.max_total_num_tokens}, swa={z.swa_tokens}, c4={z.c4_tokens}, "
+           f"c128={z.c128_tokens}, c4_state={z.c4_state}, c128_state=0",
+           f"max_total_num_tokens={z.max_total_num_tokens}, chunked_prefill_size={chunk}, max_prefill_tokens="
+           f"{DEFAULT_MAX_PREFILL_TOKENS}, max_running_requests={z.max_running_requests}, context_len={L}"]
+    lines = [f"SGLang would log: {line}" for line in log]
+    lines += [f"The c128 compressor state comes off the {pool:,} B budget first: ({lay.mrr_per_worker} + 1) request "
+              f"slots x {RING[128]} rows, {format_bytes(z.fixed_bytes)}; max_total_num_tokens = "
+              f"{z.available_bytes - z.fixed_bytes:,} B / {lay.bytes_per_full_token:,.2f} B per full token (c4 and "
+              f"c128 entries + {lay.swa_ratio:g} x {lay.bytes_per_swa_token:,.2f} B per SWA slot), floored to the "
+              f"{lay.page}-token page.",
+              f"Requests of {L:,} tokens per replica: " + ", ".join(f"{k} {v:,}" for k, v in limits.items())
+              + f"; the {binding} binds."]
+    table = (("pool", "dtype", "layers", "", "#tokens / rows", "bytes"),
+             tuple((x["name"], x["dtype"], str(x["layers"]), "", f"{x['tokens']:,}", format_bytes(x["bytes"]))
+                   for x in pools))
+    json = {"kv_budget_bytes": pool, "kv_available_bytes": z.available_bytes,
+            "cell_size_bytes": lay.bytes_per_full_token, "cell_size_fractional": True,
+            "max_total_num_tokens": z.max_total_num_tokens, "swa_max_total_num_tokens": z.swa_tokens,
+            "max_running_requests": z.max_running_requests, "max_mamba_cache_size": None, "mamba_state_bytes": None,
+            "page_size": lay.page, "kv_cache_dtype": lay.kv_dtype, "chunked_prefill_size": chunk,
+            "c4_max_total_num_tokens": z.c4_tokens, "c128_max_total_num_tokens": z.c128_tokens,
+            "c4_state_pool_size": z.c4_state, "c128_state_pool_size": z.c128_state,
+            "c128_state_fixed_bytes": z.fixed_bytes, "pools": pools, "requests_limited_by": binding,
+            "limits": limits}
+    notes = ("bytes as DSV4PoolConfigurator prices each pool; the tensor shapes of DeepSeekV4TokenToKVPool are not "
+             "modelled",)
+    if z.user_tokens_above_profile:
+        notes += (f"max_total_tokens={settings.max_total_tokens} is larger than the profiled value; SGLang uses "
+                  "the profiled value",)
+    return Fit(z.max_total_num_tokens // lay.page, min(limits.values()), z.max_total_num_tokens / L,
+               z.max_total_num_tokens, tuple(lines), table, json, log_line=log[-1], notes=notes)

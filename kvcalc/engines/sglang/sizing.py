@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import KvcalcError
-from ...specs import (CompressedMLA, CompressorState, FullAttention, IndexerCache, MLALatent, RecurrentState,
-                      SlidingWindowAttention, SlidingWindowMLA)
+from ...specs import FullAttention, IndexerCache, MLALatent, RecurrentState, SlidingWindowAttention
 from ...units import GIB
 from .defaults import (DEFAULT_SWA_FULL_TOKENS_RATIO, DSA_PAGE, DSA_QUANT_BLOCK, HYBRID_SWA_ARCHS,
                        MAMBA_BASE_SLOTS, MAMBA_EXTRA_BUFFER_ARCHS, MAMBA_EXTRA_BUFFER_SLOTS, MRR_MAX, MRR_MIN,
@@ -115,9 +114,6 @@ def _layers_by(model, cls, layers) -> list[tuple[int, object]]:
 
 def _check_kinds(model) -> None:
     for comp in model.components.values():
-        if isinstance(comp, (CompressedMLA, SlidingWindowMLA, CompressorState)):
-            raise refuse(f"DeepSeek V4's compressed caches (component {comp.name}, {comp.kind}) are not modelled "
-                         f"for SGLang {VERSION} yet (its DSV4PoolConfigurator); use the vllm or exact engine")
         if comp.kind in ("chunked_attention", "linear_attention") or (
                 isinstance(comp, RecurrentState) and comp.kind not in ("mamba2", "gated_deltanet")):
             raise refuse(f"cache kind {comp.kind!r} (component {comp.name}) is not modelled for SGLang {VERSION}")

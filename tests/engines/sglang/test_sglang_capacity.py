@@ -141,8 +141,6 @@ def test_dp_attention_divides_a_given_request_cap_and_shares_the_tp_gpus():
 
 
 def test_what_sglang_does_not_run_is_refused_with_its_version():
-    with pytest.raises(KvcalcError, match=r"engine sglang: DeepSeek V4's compressed caches .* SGLang 0.5.23"):
-        cap("deepseek-v4-pro", 1 << 20)
     with pytest.raises(KvcalcError, match=r"'chunked_attention' .* not modelled for SGLang 0.5.23"):
         cap("llama-4-scout", 8192)
     with pytest.raises(KvcalcError, match=r"precision: SGLang 0.5.23's --kv-cache-dtype has no 'q8'"):
@@ -196,3 +194,36 @@ def test_every_shipped_model_on_sglang_keeps_the_contract():
             argv = ["capacity", name, "--engine", "sglang", "--kv-memory", "40GiB", "-c", "32k", *extra]
             seen.add(classify(argv, *run_cli(argv)))
     assert seen == {"ok", "rejected"}
+
+
+def test_deepseek_v4_pools_by_dsv4_pool_configurator():
+    c = cap("deepseek-v4-pro", 1 << 20, tp=8)
+    j = c.fit.json
+    # KVLayout.V4: 448 fp8 + 64 x 2 B RoPE + 8 B scales = 584 B a token; a page of p tokens padded to 576 B
+    window = -(-256 * 584 // 576) * 576 / 256  # 260 x 576 / 256 = 585.0
+    c4 = -(-64 * 584 // 576) * 576 / 64  # 65 x 576 / 64 = 585.0 (page 256 / ratio 4)
+    c128 = -(-2 * 584 // 576) * 576 / 2  # 3 x 576 / 2 = 864.0
+    assert (window, c4, c128) == (585.0, 585.0, 864.0)
+    # one SWA slot: the window in all 61 layers + the c4 compressor state, 8 / 256 rows of 2 x 2 x (512 + 128) fp32
+    swa = 585.0 * 61 + 8 / 256 * (16 * 512 + 16 * 128) * 30
+    # a full token: 0.1 SWA slot + 30 c4 layers x (585 + 132) / 4 + 31 c128 layers x 864 / 128
+    full = 0.1 * swa + (1 / 4 * c4 + 1 / 4 * 132) * 30 + 1 / 128 * c128 * 31
+    assert swa == 45285.0 and full == 10115.25 and j["cell_size_bytes"] == full
+    # the c128 state first: ceil(((256 + 1) x 128 + 128 + 1) / 128) x 128 rows x 2 x 512 fp32 x 31 layers
+    fixed = -(-(257 * 128 + 129) // 128) * 128 * 2 * 512 * 4 * 31
+    assert j["c128_state_fixed_bytes"] == fixed == 4209508352
+    tokens = int((40 * GIB - fixed) / full) // 256 * 256
+    assert j["max_total_num_tokens"] == tokens
+    assert j["swa_max_total_num_tokens"] == int(tokens * 0.1) // 256 * 256
+    assert j["c4_max_total_num_tokens"] == tokens // 4 and j["c128_max_total_num_tokens"] == tokens // 128
+    # the model override's 256 running requests; the c128 state pool holds (256 + 1) x 128 rows
+    assert j["max_running_requests"] == 256 and j["c128_state_pool_size"] == 257 * 128
+    assert j["kv_cache_dtype"] == "fp8_e4m3" and j["page_size"] == 256
+    with pytest.raises(KvcalcError, match="page_size must be multiple of 128 for compressed attention"):
+        cap("deepseek-v4-pro", 1 << 20, tp=8, page_size=64)
+
+
+def test_deepseek_v4_default_mem_fraction_static_has_no_prefill_graphs():
+    # cuda_graph_hook.py turns V4's prefill graphs off before the fraction: 512 + 12,288 + 1,024 + 2 x 512
+    c = capacity("deepseek-v4-pro", 1 << 20, engine="sglang", gpu="h200", parallel=Parallel(tp=8))
+    assert c.budget.json["mem_fraction_static"] == round((143771 - 14848) / 143771, 3) == 0.897

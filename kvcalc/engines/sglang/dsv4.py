@@ -1,0 +1,158 @@
+"""DeepSeek V4's pools in SGLang 0.5.23 (``model_executor/pool_configurator.py::DSV4PoolConfigurator``, CUDA,
+the default ``SGLANG_DSV4_KV_LAYOUT=v4`` layout, no speculative decoding, no HiSparse, not unified).
+
+The budget pays for the request-scoped c128 compressor state first (``_get_c128_state_fixed_bytes``, sized by
+``max_running_requests``, which the model override sets to 256: ``arg_groups/deepseek_v4_hook.py``); what is
+left, divided by the bytes one full token costs (``_get_bytes_per_full_token``: the c4 and c128 compressed
+entries plus ``swa_full_tokens_ratio`` x the bytes one SWA slot costs in every layer, the c4 compressor state
+included), floored to the 256-token page, is ``max_total_num_tokens``. The override's ratio 0.1 counts as the
+operator's (``_operator_swa_full_tokens_ratio`` reads the resolved value after the override declared it), so V4
+sizes its SWA pool by ratio, not by the request cap (that is V4.1's).
+
+Byte layout (``kernels/ops/attention/dsv4/kv_layout.py``, ``KVLayout.V4``): a token is 448 fp8 + 64 bf16 RoPE
+values + 8 B of scales = 584 B; a page of p tokens is padded up to a multiple of 576 B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import KvcalcError
+from ...specs import CompressedMLA, IndexerCache, SlidingWindowMLA
+from .defaults import VERSION, Settings
+
+V4_PAGE = 256  # arg_groups/model_overrides/deepseek_v4.py
+V4_SWA_RATIO = 0.1  # the override's swa_full_tokens_ratio (model_type deepseek_v4)
+V4_MAX_RUNNING_REQUESTS = 256  # arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults
+V4_PAGE_ALIGN = 576  # KVLayout.V4.page_align
+V4_SCALE_BYTES = 8  # KVLayout.V4.scale_bytes
+RING = {4: 8, 128: 128}  # deepseek_v4_memory_pool.py get_compress_state_ring_size, no speculative decoding
+STATE_BYTES = 4  # SGLANG_DSV4_COMPRESS_STATE_DTYPE float32
+
+
+@dataclass(frozen=True)
+class V4Layout:
+    """One rank's DeepSeek V4 pools before any budget."""
+
+    ratios: tuple[int, ...]  # the compress ratio of every layer on the stage (0: window only)
+    head_dim: int  # a: the attention head dim (448 + 64)
+    rope_dim: int
+    indexer_dim: int
+    window: int
+    page: int
+    swa_ratio: float
+    mrr_per_worker: int  # the request cap the fixed c128 state is sized for
+    kv_dtype: str = "fp8_e4m3"
+    kind: str = "dsv4"
+
+    def n(self, ratio: int) -> int:
+        return self.ratios.count(ratio)
+
+    @property
+    def kv_bytes(self) -> int:
+        """qk_nope + 2 x qk_rope + 8: 584 for V4's 448 + 64."""
+        return (self.head_dim - self.rope_dim) + 2 * self.rope_dim + V4_SCALE_BYTES
+
+    def paged(self, ratio: int = 0) -> float:
+        """_get_paged_kv_bytes_per_token: page_bytes(p) / p with p = page / ratio (page for the window)."""
+        p = self.page // ratio if ratio else self.page
+        return -(-p * self.kv_bytes // V4_PAGE_ALIGN) * V4_PAGE_ALIGN / p
+
+    @property
+    def indexer_row(self) -> int:
+        """get_dsv4_indexer_bytes_per_token (fp8): 128 + 128 // 128 x 4 = 132."""
+        return self.indexer_dim + self.indexer_dim // 128 * 4
+
+    @property
+    def bytes_per_swa_token(self) -> float:
+        """_get_bytes_per_swa_token: a window slot in every layer, plus the c4 compressor state priced per slot
+        (ring / page rows of 2 x 2 x (a + indexer dim) fp32 values per c4 layer)."""
+        c4_state = 2 * 2 * self.head_dim * STATE_BYTES + 2 * 2 * self.indexer_dim * STATE_BYTES
+        ring4 = RING[4] if self.n(4) else 0
+        return self.paged() * len(self.ratios) + ring4 / self.page * c4_state * self.n(4)
+
+    @property
+    def bytes_per_full_token(self) -> float:
+        """_get_bytes_per_full_token (ratio mode): the SWA share plus each compressed layer's entry share."""
+        c4 = 1 / 4 * self.paged(4) + 1 / 4 * self.indexer_row
+        c128 = 1 / 128 * self.paged(128)
+        return self.swa_ratio * self.bytes_per_swa_token + c4 * self.n(4) + c128 * self.n(128)
+
+    def c128_state_fixed(self, mrr: int) -> int:
+        """_get_c128_state_fixed_bytes: (mrr + 1) request slots x the 128-row ring, + a ring and a row, padded to
+        128 rows of 2 x a fp32 values, in every c128 layer."""
+        if not self.n(128):
+            return 0
+        rows = (mrr + 1) * RING[128] + RING[128] + 1
+        rows = -(-rows // 128) * 128
+        return rows * 2 * self.head_dim * STATE_BYTES * self.n(128)
+
+
+def v4_layout(model, precision: str, settings: Settings, stage_layers, attn_dp: int) -> V4Layout:
+    ratios = []
+    window = head = rope = idx = None
+    for i, kind in enumerate(model.layers):
+        if i not in stage_layers:
+            continue
+        r = 0
+        for c in model.layer_kinds[kind]:
+            comp = model.components[c]
+            if isinstance(comp, CompressedMLA):
+                r = comp.ratio
+            elif isinstance(comp, SlidingWindowMLA):
+                window, head, rope = comp.window, comp.dim, comp.rope_dim
+            elif isinstance(comp, IndexerCache):
+                idx = comp.dim
+        if r not in (0, 4, 128):
+            raise KvcalcError(f"engine sglang: compress ratio {r} is not modelled for SGLang {VERSION}'s DeepSeek V4 "
+                              "pools (ratios 1 and 2 are V4.1's)")
+        ratios.append(r)
+    if precision not in ("fp8", None):
+        raise KvcalcError(f"precision: kvcalc models SGLang {VERSION}'s DeepSeek V4 pools in fp8_e4m3 only (its "
+                          f"kv-cache dtype auto for DeepseekV4ForCausalLM), got {precision!r}", param="precision")
+    page = settings.page_size or V4_PAGE
+    if page % 128:
+        raise KvcalcError(f"engine sglang: page_size must be multiple of 128 for compressed attention, got {page}")
+    mrr = settings.max_running_requests if settings.max_running_requests is not None else V4_MAX_RUNNING_REQUESTS
+    return V4Layout(tuple(ratios), head, rope, idx or 128, window, page,
+                    settings.swa_full_tokens_ratio if settings.swa_full_tokens_ratio is not None else V4_SWA_RATIO,
+                    max(1, mrr // attn_dp))
+
+
+@dataclass(frozen=True)
+class V4Sizing:
+    available_bytes: int
+    fixed_bytes: int
+    max_total_num_tokens: int
+    swa_tokens: int
+    c4_tokens: int
+    c128_tokens: int
+    c4_state: int
+    c128_state: int
+    max_running_requests: int
+    state_slots: int = 0
+    state_bytes: int = 0
+    mrr_capped_by_state: bool = False
+    user_tokens_above_profile: bool = False
+
+
+def size_v4(lay: V4Layout, rest_gib: float, settings: Settings) -> V4Sizing:
+    """DSV4PoolConfigurator.calculate_pool_sizes, then resolve_max_num_reqs and finalize_with_max_running_requests."""
+    available = int(rest_gib * (1 << 30))
+    fixed = lay.c128_state_fixed(lay.mrr_per_worker)
+    room = max(available - fixed, 0)
+    full = int(room / lay.bytes_per_full_token) // lay.page * lay.page
+    above = settings.max_total_tokens is not None and settings.max_total_tokens > full
+    if settings.max_total_tokens is not None:  # calculate_pool_sizes_from_max_tokens: re-floored to the page
+        full = min(full, settings.max_total_tokens) // lay.page * lay.page
+    if full <= 0:
+        raise KvcalcError("engine sglang: Not enough memory. Please try to increase {{mem_fraction_static}}.")
+    swa = int(full * lay.swa_ratio) // lay.page * lay.page
+    if lay.window + lay.page >= swa:
+        raise KvcalcError(f"engine sglang: SWA pool ({swa} tokens) cannot hold even one request: the prefill "
+                          f"admission floor is sliding_window_size ({lay.window}) + page_size ({lay.page}). Increase "
+                          "{{swa_full_tokens_ratio}} or the total KV budget.")
+    mrr = min(lay.mrr_per_worker, full // 2)  # a declared cap: min(cap // attn_dp, T // 2)
+    return V4Sizing(available, fixed, full, swa, full // 4, full // 128,
+                    swa // lay.page * (RING[4] if lay.n(4) else 0), (mrr + 1) * RING[128] if lay.n(128) else 0, mrr,
+                    user_tokens_above_profile=above)
