@@ -193,7 +193,7 @@ def _prefill_graphs(model, pp: int) -> bool:
 
 
 def _v4_plan(job, lay) -> PoolPlan:
-    """DeepSeek V4: one group for the window pool, one for the compressed pools; a "block" is one page."""
+    """DeepSeek V4: the plan's view is one group of pages (the sizing is DSV4PoolConfigurator's, in .dsv4)."""
     L, page = job.context, lay.page
     comps = tuple(dict.fromkeys(c for (_, c) in job.analytic))
     members = tuple(job.analytic)
