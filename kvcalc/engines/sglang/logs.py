@@ -24,6 +24,7 @@ import re
 from ..logs import NOTHING, LogFacts, LogReader, Quantity, Row
 from . import sizing as S
 from .defaults import Settings
+from .dsv4 import V4Layout
 
 _ARG = r"""(?:server_args|ServerArgs\().*?\b['"]?{key}['"]?\s*[:=]\s*"""
 
@@ -51,13 +52,19 @@ class SglangLogReader(LogReader):
         "swa_tokens": re.compile(r"swa_layer_tokens=(\d+)"),
         "mamba_slots": re.compile(r"max_mamba_cache_size: (\d+)"),
         "max_total_num_tokens": re.compile(r"max_total_num_tokens=(\d+)"),
+        "dsv4_full": re.compile(r"DSV4 pool sizes: full=(\d+)"),
+        "dsv4_swa": re.compile(r"DSV4 pool sizes: .*\bswa=(\d+)"),
+        "dsv4_c4": re.compile(r"DSV4 pool sizes: .*\bc4=(\d+)"),
+        "dsv4_c128": re.compile(r"DSV4 pool sizes: .*\bc128=(\d+)"),
+        "dsv4_c4_state": re.compile(r"DSV4 pool sizes: .*\bc4_state=(\d+)"),
         "max_running_requests": re.compile(r"max_total_num_tokens=.*\bmax_running_requests=(\d+)"),
         "context_len": re.compile(r"\bcontext_len=(\d+)"),
     }
     ints = frozenset({"tp", "dp", "page_size", "server_mrr", "kv_tokens", "swa_tokens", "mamba_slots",
-                      "max_total_num_tokens", "max_running_requests", "context_len"})
+                      "max_total_num_tokens", "max_running_requests", "context_len", "dsv4_full", "dsv4_swa",
+                      "dsv4_c4", "dsv4_c128", "dsv4_c4_state"})
     floats = frozenset({"mem_fraction_static", "k_gib", "kv_gib", "swa_full_tokens_ratio"})
-    figures = ("kv_tokens", "max_total_num_tokens")
+    figures = ("kv_tokens", "max_total_num_tokens", "dsv4_full")
     looked_for = ("no SGLang KV cache lines found (looked for 'KV Cache is allocated', 'max_total_num_tokens=')")
     nothing_note = ("the log has no figure kvcalc can check (it needs the 'KV Cache is allocated' line, or the "
                     "token count with the SWA or state lines)")
@@ -95,6 +102,8 @@ class SglangLogReader(LogReader):
         return settings, used
 
     def compare(self, facts: LogFacts, p) -> list[Row]:
+        if isinstance(p.detail, V4Layout):
+            return self._v4_rows(facts, p)
         v, ln = facts.values, facts.lines.get
         lay: S.Layout = p.detail
         T = v.get("kv_tokens", v.get("max_total_num_tokens"))
@@ -118,6 +127,27 @@ class SglangLogReader(LogReader):
                 mrr, _ = S.max_running_requests(T, p.context, p.settings, slots, lay)
                 rows.append(Row("max_running_requests", Quantity(v["max_running_requests"]), Quantity(mrr),
                                 v["max_running_requests"] == mrr, ln("max_running_requests")))
+        return rows
+
+    @staticmethod
+    def _v4_rows(facts: LogFacts, p) -> list[Row]:
+        """DeepSeek V4: the "DSV4 pool sizes" line follows from its full token count (pool_configurator.py
+        _compute_dsv4_sizes), and max_running_requests from the declared 256 (resolve_max_num_reqs)."""
+        v, ln = facts.values, facts.lines.get
+        lay: V4Layout = p.detail
+        full = v.get("dsv4_full", v.get("max_total_num_tokens"))
+        rows = [Row("context_len", Quantity(p.context), Quantity(p.context), None, ln("context_len")),
+                Row("bytes per full token", NOTHING, Quantity(round(lay.bytes_per_full_token, 2)), None)]
+        if full is None:
+            return rows
+        swa = int(full * lay.swa_ratio) // lay.page * lay.page
+        want = {"dsv4_swa": ("SWA pool tokens", swa), "dsv4_c4": ("c4 pool tokens", full // 4),
+                "dsv4_c128": ("c128 pool tokens", full // 128),
+                "dsv4_c4_state": ("c4 state rows", swa // lay.page * (8 if lay.n(4) else 0)),
+                "max_running_requests": ("max_running_requests", min(lay.mrr_per_worker, full // 2))}
+        for key, (figure, value) in want.items():
+            if key in v:
+                rows.append(Row(figure, Quantity(v[key]), Quantity(value), v[key] == value, ln(key)))
         return rows
 
     @staticmethod

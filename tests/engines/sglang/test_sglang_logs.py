@@ -57,3 +57,14 @@ def test_a_vllm_log_is_still_read_as_vllm(cli):
     assert r.code == 0 and json.loads(r.out)["kvcalc_vllm_version"] == "0.33.0"
     r = cli("check-log", str(LOGS / "synthetic-0.33-llama-3.1-8b.log"), "--engine", "sglang")
     assert r.code == 2 and "no SGLang KV cache lines found" in r.err
+
+
+def test_deepseek_v4_pool_sizes_follow_from_the_full_count(cli):
+    r = cli("check-log", str(LOGS / "synthetic-sglang-0.5.23-deepseek-v4-pro.log"), "--json")
+    assert r.code == 0
+    rows = _rows(json.loads(r.out))
+    full = 3829760  # the log's full=; each pool below follows from it (pool_configurator.py _compute_dsv4_sizes)
+    swa = int(full * 0.1) // 256 * 256
+    assert rows["SWA pool tokens"]["kvcalc"] == f"{swa:,}" and rows["c4 pool tokens"]["kvcalc"] == f"{full // 4:,}"
+    assert rows["c128 pool tokens"]["kvcalc"] == f"{full // 128:,}"
+    assert rows["c4 state rows"]["kvcalc"] == f"{swa // 256 * 8:,}" and rows["max_running_requests"]["agrees"]
