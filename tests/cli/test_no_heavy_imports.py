@@ -29,6 +29,9 @@ for argv in (["estimate", "--context", "1M", "--json"], ["estimate", "deepseek-v
              ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--tp", "8", "-p", "fp8", "--json"],
              ["capacity", "llama-3.1-8b", "--kv-memory", "40GiB", "-c", "8k", "--concurrency", "4"], ["gpus"],
              ["check-log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"],
+             ["capacity", "deepseek-v4-pro", "--engine", "vllm,sglang,exact", "--gpu", "h200", "--tp", "8"],
+             ["capacity", "qwen3-next-80b-a3b", "--engine", "sglang", "--kv-memory", "40GiB", "--tp", "2"],
+             ["check-log", "tests/fixtures/logs/synthetic-sglang-0.5.23-llama-3.1-8b.log"],
              ["sweep", "llama-3.1-8b", "deepseek-v4-pro", "-c", "1k..1M", "--format", "json"],
              ["estimate", "--hf", "tests/fixtures/hf/qwen3-next-80b-a3b.json"], ["report", "--check"]):
     try:
@@ -58,6 +61,7 @@ SMALL_JOBS = [
     ["estimate", "--hf", "tests/fixtures/hf/qwen3-next-80b-a3b.json"], ["compare", "deepseek-v3.2", "deepseek-v4-pro"],
     ["show", "deepseek-v4-flash"], ["models"], ["claims"], ["gpus"],
     ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--tp", "8", "-p", "fp8"],
+    ["capacity", "deepseek-v3.2", "--engine", "sglang", "--gpu", "h200", "--tp", "8"],
     ["check-log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"],
 ]
 
