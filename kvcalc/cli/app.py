@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from ..engines import engine_names, engines, get_engine
+from ..engines import engine_names, engine_options, engine_summary, engines, get_engine
 from ..errors import KvcalcError
 from ..textout import write as write_out  # a closed pipe stops quietly (textout.PipeClosed)
 
@@ -69,7 +69,7 @@ BASIS_HELP = (
     "state; MTP with "
     "--mtp). article: what vLLM's DeepSeek V4 write-up counts (no state, no MTP)."
 )
-ENGINE_HELP = "; ".join(f"{e.name}: {e.summary}" for e in engines())
+ENGINE_HELP = "; ".join(f"{n}: {engine_summary(n)}" for n in engine_names())
 
 
 def model_arg():
@@ -112,8 +112,8 @@ def _engine_params(command_name: str) -> list[tuple[str, object, inspect.Paramet
     """(settings name, the declaring option, a typer parameter) for every engine option this command takes,
     one per flag."""
     seen, out = set(), []
-    for eng in engines():
-        for opt in eng.options:
+    for name in engine_names():
+        for opt in engine_options(name):
             if command_name not in opt.commands or opt.flag in seen:
                 continue
             seen.add(opt.flag)
@@ -157,7 +157,7 @@ def engine_settings(engine: str, values: dict, *, gpu=None, model=None):
     mine = {o.name for o in eng.options}
     for name, v in values.items():
         if v is not None and name not in mine:
-            owner = next(e.name for e in engines() for o in e.options if o.name == name)
+            owner = next(n for n in engine_names() for o in engine_options(n) if o.name == name)
             raise KvcalcError(f"{name}: a setting of the {owner} engine, not of {eng.name} ({{{{engine}}}} {owner})",
                               param=name)
     return eng.settings({k: v for k, v in values.items() if k in mine}, gpu=gpu, model=model)

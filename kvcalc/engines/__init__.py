@@ -1,8 +1,10 @@
 """Engine profiles: how a serving engine pages the caches of a model (see :mod:`kvcalc.engines.base`).
 
-The registry maps each engine's name to its profile; ``--engine NAME`` (and ``engine=`` in the API) is
+The registry maps each engine's name to its package; ``--engine NAME`` (and ``engine=`` in the API) is
 resolved here and nowhere else. A new engine is one folder under ``kvcalc/engines/`` plus one line in
-``_REGISTRY`` (or :func:`register` from outside the package, as the tests' toy engine does).
+``_REGISTRY`` (or :func:`register` from outside the package, as the tests' toy engine does). Each folder has a
+small ``options`` module (its name, version, summary and the settings a user may set) that the command line
+reads without importing the engine itself; the engine loads on first use.
 """
 
 from __future__ import annotations
@@ -10,18 +12,17 @@ from __future__ import annotations
 import importlib
 
 from ..errors import KvcalcError
-from .base import Engine
 
-#: engine name -> the module whose ``ENGINE`` is its profile (imported on first use)
+#: engine name -> its package (``PKG.ENGINE`` is the profile, ``PKG.options`` its declarations)
 _REGISTRY: dict[str, str] = {
     "exact": "kvcalc.engines.exact",
     "vllm": "kvcalc.engines.vllm",
     "sglang": "kvcalc.engines.sglang",
 }
-_LOADED: dict[str, Engine] = {}
+_LOADED: dict = {}
 
 
-def register(engine: Engine) -> None:
+def register(engine) -> None:
     """Add (or replace) an engine profile at run time."""
     _LOADED[engine.name] = engine
     _REGISTRY.setdefault(engine.name, "")
@@ -37,11 +38,13 @@ def engine_names() -> list[str]:
     return list(_REGISTRY)
 
 
-def get_engine(name: "str | Engine", param: str = "engine") -> Engine:
-    """The engine named ``name`` (an :class:`Engine` passes through); unknown names are refused."""
-    if isinstance(name, Engine):
-        return name
-    if not isinstance(name, str) or name not in _REGISTRY:
+def get_engine(name, param: str = "engine"):
+    """The engine named ``name`` (an engine object passes through); unknown names are refused."""
+    if not isinstance(name, str):
+        if hasattr(name, "plan") and hasattr(name, "name"):
+            return name
+        raise KvcalcError(f"{param}: an engine is named by a string, got {type(name).__name__}", param=param)
+    if name not in _REGISTRY:
         raise KvcalcError(f"{param}: unknown engine {name!r}; choose one of: {', '.join(_REGISTRY)}"[:300],
                           param=param)
     if name not in _LOADED:
@@ -49,5 +52,22 @@ def get_engine(name: "str | Engine", param: str = "engine") -> Engine:
     return _LOADED[name]
 
 
-def engines() -> list[Engine]:
+def engines() -> list:
     return [get_engine(n) for n in _REGISTRY]
+
+
+def _declarations(name: str):
+    if name in _LOADED or not _REGISTRY[name]:
+        return get_engine(name)
+    return importlib.import_module(_REGISTRY[name] + ".options")
+
+
+def engine_options(name: str) -> tuple:
+    """The settings a user may set on engine ``name`` (its ``Option`` declarations), without loading it."""
+    d = _declarations(name)
+    return tuple(getattr(d, "OPTIONS", None) or getattr(d, "options", ()))
+
+
+def engine_summary(name: str) -> str:
+    d = _declarations(name)
+    return getattr(d, "SUMMARY", None) or getattr(d, "summary", "")

@@ -19,47 +19,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import KvcalcError
 from ..units import GIB
+from .options import Option  # noqa: F401  (engines declare their options with it)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import ModelSpec
     from ..hardware import GPU
     from ..pool import PoolPlan
-
-
-@dataclass(frozen=True)
-class Option:
-    """One engine setting a user may set: the settings field (``name``), the engine's own flag and help
-    text, the commands that take it, and its type. ``default=None`` on the command line means "the engine's
-    default" (which may depend on the GPU or the model: :meth:`Engine.settings`)."""
-
-    name: str
-    flag: str
-    help: str
-    type: type = int
-    commands: tuple[str, ...] = ("capacity",)
-    choices: tuple[str, ...] = ()
-    negative: str | None = None  # a boolean's off flag, e.g. --no-async-scheduling
-    cli_default: Any = None  # shown on the command line when the default is fixed (booleans)
-    minimum: float | None = None
-    maximum: float | None = None
-
-    def check(self, value: Any) -> Any:
-        """The value, checked against choices and bounds (the message names the parameter)."""
-        if value is None:
-            return None
-        if self.choices and value not in self.choices:
-            raise KvcalcError(f"{self.name}: choose one of {', '.join(self.choices)}, got {value!r}"[:200],
-                              param=self.name)
-        if self.minimum is not None and self.maximum is not None and self.type in (int, float):
-            ok = value == value and self.minimum <= value <= self.maximum
-            if not ok:
-                raise KvcalcError(f"{self.name}: must be from {_num(self.minimum)} to {_num(self.maximum)}, got "
-                                  f"{value}", param=self.name)
-        return value
-
-
-def _num(x: float) -> str:
-    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 @dataclass(frozen=True)
@@ -115,6 +80,8 @@ class Engine(ABC):
     Settings: ClassVar[type]  # a frozen dataclass; every field has a default
     options: ClassVar[tuple[Option, ...]] = ()
     paged: ClassVar[bool] = True  # the engine has a block pool that verify can allocate
+    pools: ClassVar[str] = "blocks"  # "tokens": verify allocates the engine's token pools instead
+    pools: ClassVar[str] = "blocks"  # what verify allocates: "blocks" (one shared block pool) or "tokens"
     logs: ClassVar[Any] = None  # a LogReader (kvcalc.engines.logs) when the engine's start-up log can be read
     budget_keys: ClassVar[tuple[str, ...]] = ()  # the names in Budget.json (null in JSON when the pool is given)
 

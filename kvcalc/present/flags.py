@@ -4,7 +4,7 @@ each engine (``Engine.options``)."""
 
 from __future__ import annotations
 
-from ..engines import engines
+from ..engines import engine_names, engine_options
 
 #: kvcalc's own parameters -> flags
 BASE_FLAGS = {
@@ -18,8 +18,8 @@ BASE_FLAGS = {
 
 def _all_flags() -> dict[str, str]:
     out = dict(BASE_FLAGS)
-    for eng in engines():
-        for opt in eng.options:
+    for name in engine_names():
+        for opt in engine_options(name):
             out.setdefault(opt.name, opt.flag)
     return out
 

@@ -5,52 +5,13 @@ set side by side."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
 
-from ...pool import GroupKind, Layout, PlanGroup, PlanPage, PoolPlan
-from ..base import Engine, Option, fraction_budget
-
-DEFAULT_MEMORY_FRACTION = 0.92
+_WHERE = {"ENGINE": "engine", "ExactEngine": "engine", "Settings": "engine"}
+__all__ = sorted(_WHERE)
 
 
-@dataclass(frozen=True)
-class Settings:
-    pp: int = 1
-    gpu_memory_utilization: float = DEFAULT_MEMORY_FRACTION
-
-
-class ExactEngine(Engine):
-    name = "exact"
-    version = ""
-    title = "exact (no paging)"
-    summary = "exact bytes, no paging: every request reserves what `kvcalc estimate` counts"
-    Settings = Settings
-    budget_keys = ("gpu_memory_utilization",)
-    paged = False
-    options = (
-        Option("gpu_memory_utilization", "--gpu-memory-utilization", "Fraction of each GPU's total memory the "
-               "engine may use (vLLM 0.33 default 0.92).", float),
-    )
-
-    def plan(self, job):
-        by_comp: dict[str, list] = {}
-        for (layer, comp), b in job.analytic.items():
-            by_comp.setdefault(comp, []).append((layer, b))
-        groups = tuple(
-            PlanGroup(i, GroupKind.EXACT, tuple(layer for layer, _ in rows), tuple((layer, comp) for layer, _ in rows),
-                      1, (PlanPage(comp, "exact", "", 1, 1, 1, 1, 1, len(rows)),), sum(b for _, b in rows),
-                      sum(b for _, b in rows))
-            for i, (comp, rows) in enumerate(by_comp.items())
-        )
-        return PoolPlan("exact", "", job.model.name, job.precision.name, job.context, job.settings, {}, Layout.EXACT,
-                        "one byte per block, no paging", 0, groups, 1, 0, job.total, (),
-                        lambda ctx: (sum(job.analytic_at(ctx).values()),))
-
-    def summary_line(self, cap) -> str:
-        return f"exact bytes: a request holds {cap.plan.analytic_bytes:,} B, no page or block rounding"
-
-    def budget(self, settings, gpu, model=None, parallel=None):
-        return fraction_budget(gpu, settings.gpu_memory_utilization, "gpu_memory_utilization")
-
-
-ENGINE = ExactEngine()
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,8 +3,10 @@ messages take them from here)."""
 
 from __future__ import annotations
 
-from ..base import Option
-from .defaults import DEFAULT_ASYNC_SCHEDULING, DEFAULT_PREFIX_CACHING, INDEXER_DTYPES
+from ..options import Option
+from .defaults import DEFAULT_ASYNC_SCHEDULING, DEFAULT_PREFIX_CACHING, INDEXER_DTYPES, VERSION
+
+SUMMARY = f"vLLM {VERSION} on CUDA: paged blocks in one shared pool, groups, window admission"
 
 #: the largest block size and step budget kvcalc takes (a typo guard, not a vLLM limit)
 MAX_TOKENS_SETTING = 1 << 24

@@ -1,0 +1,199 @@
+"""The buffers SGLang 0.5.23 allocates on one rank for exactly a batch of requests, for `kvcalc verify`
+(torch-free: shapes, dtypes and slot rules; :mod:`kvcalc.verify.tokenpools` allocates and fills them).
+
+The pools are the ones SGLang would build if told to hold ``batch`` requests of the plan's context: the token
+pools hold ``batch x ceil_page(context)`` tokens (its ``max_total_tokens`` cap, :func:`.sizing.size_pools`
+with a budget that does not bind), a split SWA pool ``swa_full_tokens_ratio`` of that, a Mamba state pool
+``batch x`` the state slots a running request holds. Each buffer is what ``mem_cache/memory_pool.py`` creates:
+
+* ``MHATokenToKVPool._create_buffers_normal``: per layer K ``(size + page, heads, head_dim)`` and V; when the
+  two shapes match they are the halves of one ``(2, size + page, heads, head_dim)`` tensor per layer;
+* ``MLATokenToKVPool._create_buffers``: per layer ``(size + page, 1, kv_cache_dim)`` (DSA in fp8: the 656 B
+  FlashMLA row as uint8);
+* ``index_key_cache.py::IndexKeyCache``: per layer ``((size + page + 1) // page, page x 132)`` uint8, each page
+  all its fp8 keys, then all its fp32 scales;
+* ``MambaPool``: conv and ssm state each one ``(mamba layers, slots + 1, ...)`` tensor;
+* fp8 K/V are stored as uint8 (``KVCache.store_dtype``: index_put has no fp8 kernel).
+
+Row 0's page (slot 0 of a state pool) is the padding page: the allocators hand out pages from 1
+(``allocator/paged.py`` and ``token.py`` ``clear``: "The padded slot 0 is used for writing dummy outputs from
+padded tokens"; ``allocator/mamba.py``: slots from 1). A fresh allocator hands pages out in order, so request
+``r`` holds the pages after those of requests ``0 .. r - 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ...pool import GroupKind
+from ...specs import IndexerCache, MLALatent
+from . import sizing as S
+from .report import _pools
+
+#: a budget that never binds (GiB): the tokens come from max_total_tokens alone
+_UNBOUNDED_GIB = float(1 << 20)
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One of SGLang's buffers: every layer's tensor of one pool (K, V, latent, indexer keys, a state)."""
+
+    index: int
+    name: str  # as report._pools names it ("KV Cache K")
+    kind: str  # the plan group's kind: "full", "window 127", "state"
+    components: tuple[str, ...]
+    layers: tuple[int, ...]  # model layer indices
+    dtype: str  # the values' torch dtype name (bfloat16, float8_e4m3fn; uint8 for packed records)
+    store: str  # the tensor's torch dtype name (fp8 is stored as uint8)
+    shape: tuple[int, ...]  # one layer's tensor
+    tensor: str  # "layer" (one tensor per layer), "kv_pair" (K and V halves of one tensor per layer),
+    #              "stacked" (one (layers, ...) tensor)
+    partner: int | None  # kv_pair: the other half's buffer index
+    tokens: int  # token slots (state: slots) SGLang counts, the padding page not included
+    padding_rows: int  # leading rows of the shape that are the padding page (the indexer: one page row)
+    page: int  # tokens per page (state: 1)
+    row_bytes: int  # bytes of one token (state: one slot) in one layer
+    width: int  # values the fill synthesises per token (state: per slot)
+    format: str  # "plain" (a cast to dtype) or the shared record format (fp8_ds_mla, fp8_indexer)
+    paged_records: bool  # the indexer: records split inside (page, page x row_bytes) rows
+    rows_per_request: int  # rows a request's prefill leaves in the pool (state: its one running slot)
+    first_position: int  # the position of a request's first kept row (SWA: context - window kept)
+    bytes: int  # what SGLang allocates (report._pools)
+    group: int  # the plan group holding these caches
+
+    def first_slot(self, request: int) -> int:
+        """The slot of ``request``'s first row: pages from 1, each request after the previous one's."""
+        per = -(-self.rows_per_request // self.page)
+        return self.page * (1 + request * per)
+
+    @property
+    def padding_bytes(self) -> int:
+        """Bytes of the padding page over every layer."""
+        return self.bytes // self.shape[0] * self.padding_rows
+
+    @property
+    def expected_per_layer(self) -> int:
+        return self.rows_per_request * self.row_bytes
+
+
+@dataclass(frozen=True)
+class BatchPools:
+    """SGLang's pools for ``batch`` requests: its figures (as it logs them) and the buffers."""
+
+    batch: int
+    context: int
+    max_total_num_tokens: int
+    swa_tokens: int | None
+    state_slots: int
+    max_running_requests: int
+    page_size: int
+    kv_cache_dtype: str
+    buffers: tuple[Buffer, ...]
+
+    def to_json(self) -> dict:
+        return {"max_total_num_tokens": self.max_total_num_tokens, "swa_max_total_num_tokens": self.swa_tokens,
+                "max_mamba_cache_size": self.state_slots or None, "max_running_requests": self.max_running_requests,
+                "page_size": self.page_size, "kv_cache_dtype": self.kv_cache_dtype,
+                "padding": "the first page of every token pool, slot 0 of every state pool (SGLang's padding "
+                           "page: its allocators hand out pages from 1)"}
+
+
+def _sizing(plan, lay: S.Layout, batch: int) -> S.Sizing:
+    """size_pools with max_total_tokens = batch x ceil_page(context) and a budget that does not bind; the state
+    pool holds the slots ``batch`` running requests take."""
+    tokens = batch * S.ceil_page(plan.context, lay.page)
+    settings = replace(plan.settings, max_total_tokens=tokens)
+    z = S.size_pools(lay, _UNBOUNDED_GIB, plan.context, settings)
+    if lay.state_layers:
+        slots = batch * lay.slots_per_request
+        mrr, capped = S.max_running_requests(z.max_total_num_tokens, plan.context, settings, slots, lay)
+        z = replace(z, state_slots=slots, state_bytes=(slots + 1) * lay.state_per_request, max_running_requests=mrr,
+                    mrr_capped_by_state=capped)
+    return z
+
+
+def _components(plan, model, kind: GroupKind, cls=None) -> tuple[str, ...]:
+    group = next((g for g in plan.groups if g.kind is kind), None)
+    names = tuple(dict.fromkeys(c for _, c in group.members)) if group is not None else ()
+    return tuple(c for c in names if cls is None or isinstance(model.components[c], cls))
+
+
+def _kv_buffers(plan, model, lay: S.Layout, z: S.Sizing, entry: dict) -> dict:
+    """The fields of one K or V buffer (full or SWA pool)."""
+    swa = entry["name"].startswith("SWA")
+    side = entry["name"][-1]
+    heads = lay.swa_heads if swa else lay.heads
+    dims = (lay.swa_head_dim, lay.swa_v_head_dim) if swa else (lay.head_dim, lay.v_head_dim)
+    dim = dims[0] if side == "K" else dims[1]
+    kept = min(plan.context, lay.window) if swa else plan.context
+    kind = GroupKind.WINDOW if swa else GroupKind.FULL
+    return dict(kind=f"window {lay.window}" if swa else "full", group=kind,
+                components=_components(plan, model, kind), layers=lay.swa_layers if swa else lay.full_layers,
+                shape=(S.rows(z.swa_tokens if swa else z.max_total_num_tokens, lay.page), heads, dim),
+                tensor="kv_pair" if dims[0] == dims[1] else "layer", tokens=z.swa_tokens if swa else
+                z.max_total_num_tokens, padding_rows=lay.page, page=lay.page, row_bytes=heads * dim * lay.kv_size,
+                width=heads * dim, format="plain", paged_records=False, rows_per_request=kept,
+                first_position=plan.context - kept)
+
+
+def _latent_buffers(plan, model, lay: S.Layout, z: S.Sizing, entry: dict) -> dict:
+    """The MLA latent (DSA in fp8: the packed FlashMLA row) or the DSA indexer keys."""
+    tokens, page = z.max_total_num_tokens, lay.page
+    base = dict(kind="full", group=GroupKind.FULL, layers=lay.full_layers, tensor="layer", tokens=tokens, page=page,
+                rows_per_request=plan.context, first_position=0)
+    if entry["name"] == "Indexer keys":
+        comps = _components(plan, model, GroupKind.FULL, IndexerCache)
+        return dict(base, components=comps, shape=(S.dsa_index_pages(tokens, page), page * lay.indexer_row),
+                    padding_rows=1, row_bytes=lay.indexer_row, width=model.components[comps[0]].dim,
+                    format="fp8_indexer", paged_records=True)
+    comps = _components(plan, model, GroupKind.FULL, MLALatent)
+    packed = lay.kind == "dsa" and lay.kv_size == 1
+    return dict(base, components=comps, shape=(S.rows(tokens, page), 1, lay.mla_dim), padding_rows=page,
+                row_bytes=lay.mla_dim * lay.kv_size, width=model.components[comps[0]].dim,
+                format="fp8_ds_mla" if packed else "plain", paged_records=False)
+
+
+def _state_buffers(plan, model, lay: S.Layout, z: S.Sizing, entry: dict) -> dict:
+    """A Mamba conv or ssm state: one (layers, slots + 1, values) tensor; a request writes its one slot."""
+    n = len(lay.state_layers)
+    per_layer = entry["bytes"] // n // (z.state_slots + 1)
+    size = 2 if entry["dtype"] in ("torch.bfloat16", "torch.float16") else 4
+    if entry["bytes"] % (n * (z.state_slots + 1)) or per_layer % size:
+        raise S.refuse(f"{entry['name']}: {entry['bytes']:,} B do not split evenly over {n} layers and "
+                       f"{z.state_slots + 1} slots; verify allocates equal state layers only")
+    return dict(kind="state", group=GroupKind.STATE, components=_components(plan, model, GroupKind.STATE),
+                layers=lay.state_layers, shape=(z.state_slots + 1, per_layer // size), tensor="stacked",
+                tokens=z.state_slots, padding_rows=1, page=1, row_bytes=per_layer, width=per_layer // size,
+                format="plain", paged_records=False, rows_per_request=1, first_position=0)
+
+
+def batch_pools(plan, batch: int, model) -> BatchPools:
+    """The buffers SGLang allocates on this plan's rank to hold exactly ``batch`` requests of its context."""
+    lay = plan.detail
+    if not isinstance(lay, S.Layout):
+        raise S.refuse(f"verify does not allocate {plan.model}'s pools ({type(lay).__name__}) yet")
+    z = _sizing(plan, lay, batch)
+    entries = _pools(lay, z)
+    fields = []
+    for e in entries:
+        build = (_state_buffers if e["name"].startswith("Mamba") else
+                 _kv_buffers if e["name"].endswith((" K", " V")) else _latent_buffers)
+        f = build(plan, model, lay, z, e)
+        dtype = e["dtype"].removeprefix("torch.")
+        fields.append(dict(f, name=e["name"], dtype=dtype, store="uint8" if dtype.startswith("float8") else dtype,
+                           bytes=e["bytes"]))
+    out = []
+    for i, f in enumerate(fields):
+        kind = f.pop("group")
+        group = next(g.index for g in plan.groups if g.kind is kind)
+        partner = next((j for j, g in enumerate(fields) if j != i and f["tensor"] == "kv_pair"
+                        and g["name"][:-1] == f["name"][:-1]), None)
+        b = Buffer(index=i, group=group, partner=partner, **f)
+        need = batch * -(-b.rows_per_request // b.page) * b.page
+        if need > b.tokens:
+            raise S.refuse(f"the {b.name} pool holds {b.tokens:,} tokens, fewer than the {need:,} that {batch} "
+                           f"request(s) keep ({b.rows_per_request:,} each, whole pages); raise "
+                           "{{swa_full_tokens_ratio}} or the context")
+        out.append(b)
+    return BatchPools(batch, plan.context, z.max_total_num_tokens, z.swa_tokens, z.state_slots,
+                      z.max_running_requests, lay.page, lay.kv_dtype, tuple(out))

@@ -1,0 +1,235 @@
+"""The SGLang 0.5.23 engine profile (see the package docstring): settings, plans, the budget, the count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ...errors import KvcalcError
+from ...pool import GroupKind, Layout as PoolLayout, PlanGroup, PlanPage, PoolPlan
+from ...specs import CompressedMLA, KDAState, MLALatent
+from ...units import GIB
+from ..base import Budget, BudgetStep, Engine, Fit, even_stages
+from . import logs as _logs
+from . import sizing as S
+from .defaults import NAME, VERSION, Settings, default_mem_fraction_static
+from .options import OPTIONS, SUMMARY
+
+
+@dataclass(frozen=True)
+class SglangBudget(Budget):
+    """SGLang's budget: ``free after weights - pre x (1 - mem_fraction_static)``, in GiB floats as SGLang holds
+    it, with the memory free before the load taken as the device's reported memory."""
+
+    device_bytes: int = 0
+    mem_fraction_static: float = 0.0
+
+    def pool(self, weights: int, reserve: int) -> int:
+        pre = self.device_bytes / GIB
+        free = (self.device_bytes - weights - reserve) / GIB
+        rest = free - pre * (1 - self.mem_fraction_static)
+        if rest <= 0:
+            minimum = 1 - free / pre
+            raise KvcalcError(
+                f"engine sglang: Loaded weights leave no GPU memory for the KV cache under {{{{mem_fraction_static}}}}="
+                f"{self.mem_fraction_static}. Raise {{{{mem_fraction_static}}}} above {-(-minimum * 1000 // 1) / 1000:.3f} "
+                f"(minimum viable = 1 - available/pre = {minimum:.4f}). (SGLang {VERSION} refuses to start here too.)")
+        return int(rest * GIB)
+
+
+class SglangEngine(Engine):
+    name = NAME
+    version = VERSION
+    title = f"SGLang {VERSION}"
+    summary = (f"SGLang {VERSION} on CUDA: token pools sized from mem_fraction_static, split SWA and Mamba "
+               "state pools, max_running_requests")
+    Settings = Settings
+    options = OPTIONS
+    logs = _logs.READER
+    paged, pools = False, "tokens"  # no shared block pool: verify allocates its token pools (verify/tokenpools.py)
+    budget_keys = ("mem_fraction_static",)
+    default_reserve_bytes = 0
+    reserve_note = "in use besides the weights (graphs: SGLang's slack)"
+
+    long_context = ("SGLang refuses it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 "
+                    "(configs/model_config.py)")
+
+    def summary_line(self, cap) -> str:
+        j = cap.fit.json
+        lay = cap.plan.detail
+        cell = j["cell_size_bytes"]
+        cell_text = f"{cell:,.1f}" if isinstance(cell, float) else f"{cell:,}"
+        state = f"; Mamba state first ({j['max_mamba_cache_size']:,} slots)" if j["max_mamba_cache_size"] else ""
+        return (f"token pools: {cell_text} B per token ({lay.kv_dtype}, page {lay.page}){state}; "
+                f"max_running_requests {j['max_running_requests']:,}; limited by the {j['requests_limited_by']}")
+
+    def with_pp(self, settings, pp: int):
+        return replace(settings, pp=pp) if settings.pp != pp else settings
+
+    def with_parallel(self, settings, parallel):
+        return replace(settings, pp=parallel.pp, dp=parallel.dp)
+
+    def gpus(self, parallel, settings) -> int:
+        """arg_groups/parallel_hook.py: with DP attention the dp ranks are the tp GPUs."""
+        return parallel.tp * parallel.pp if settings.enable_dp_attention else parallel.gpus
+
+    def check_tp(self, model, tp: int) -> None:
+        """configs/model_config.py get_num_kv_heads: max(1, heads // attn_tp); heads that neither divide nor
+        are divided by tp would give ranks unequal shards."""
+        super().check_tp(model, tp)
+
+    def pp_stages(self, num_layers: int, pp: int) -> list[range]:
+        """distributed/utils.py get_pp_indices (SGLang's, as vLLM's): the remainder before the last stage."""
+        return even_stages(num_layers, pp)
+
+    # ---- the plan ---------------------------------------------------------------------------------------
+    def plan(self, job):
+        s = job.settings
+        if job.mtp:
+            raise S.refuse(f"speculative decoding (the MTP draft layers, {{{{mtp}}}}) is not modelled for SGLang "
+                           f"{VERSION}: it adds draft weights and draft KV to every pool")
+        if any(isinstance(c, CompressedMLA) for c in job.model.components.values()):
+            from .dsv4 import v4_layout
+
+            return _v4_plan(job, v4_layout(job.model, job.precision_asked, s, job.stage_layers, s.attn_dp))
+        # --kv-cache-dtype auto is the model dtype (the config's default precision; DSA on Hopper: bf16 too)
+        lay = S.layout(job.model, job.precision.name, s, job.tp, job.stage_layers)
+        return _pool_plan(job, lay)
+
+    # ---- the budget -------------------------------------------------------------------------------------
+    def budget(self, settings, gpu, model=None, parallel=None):
+        mfs = settings.mem_fraction_static
+        if mfs is None:
+            mfs = self.memory_defaults(settings, gpu, model, parallel).mem_fraction_static
+        requested = int(gpu.memory_bytes * mfs)
+        return SglangBudget(requested, (BudgetStep(f"x {mfs:g} mem_fraction_static", requested, "mem_fraction_static"),),
+                            f"{mfs:g} x {gpu.memory_bytes / GIB:.2f} GiB", {"mem_fraction_static": mfs},
+                            device_bytes=gpu.memory_bytes, mem_fraction_static=mfs)
+
+    def memory_defaults(self, settings, gpu, model, parallel):
+        """arg_groups/memory_hook.py handle_gpu_memory_settings for this GPU and layout."""
+        mla = model is not None and any(isinstance(c, MLALatent) for c in model.components.values())
+        tp = parallel.tp if parallel is not None else 1
+        pp = parallel.pp if parallel is not None else settings.pp
+        return default_mem_fraction_static(gpu.memory_bytes >> 20, tp=tp, pp=pp, attn_dp=settings.attn_dp, mla=mla,
+                                           prefill_graphs=_prefill_graphs(model, pp),
+                                           max_running_requests=settings.max_running_requests,
+                                           max_total_tokens=settings.max_total_tokens,
+                                           chunked_prefill_size=settings.chunked_prefill_size)
+
+    def defaults(self, given, *, gpu=None, model=None) -> dict:
+        """chunked_prefill_size from the GPU's memory (handle_gpu_memory_settings), where a GPU is named."""
+        if "chunked_prefill_size" not in given and gpu is not None:
+            from .defaults import capacity_defaults
+
+            return {"chunked_prefill_size": capacity_defaults(gpu.memory_bytes >> 20, 1)[0]}
+        return {}
+
+    # ---- requests in a pool -----------------------------------------------------------------------------
+    def fit(self, plans, pool: int, settings, parallel) -> Fit:
+        from .report import fit
+
+        return fit(self, plans, pool, settings, parallel)
+
+    def max_context(self, plans, pool, concurrency, limit, settings, parallel) -> int:
+        """Requests of L tokens that fit never grow with L (the pools do not depend on it): a binary search on
+        the engine's own count."""
+        from .report import requests_at
+
+        lo, hi, best = 1, limit, 0
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if requests_at(plans, pool, settings, mid) >= concurrency:
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    def refusal(self, plan, pool: int) -> str:
+        return f"engine sglang: {plan.model}: the {pool:,} B budget holds no token pool"
+
+
+def _prefill_graphs(model, pp: int) -> bool:
+    """arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility: no prefill CUDA graphs with pp > 1, for
+    DeepSeek V4, or for KDA hybrids."""
+    if pp > 1 or model is None:
+        return pp == 1
+    return not any(isinstance(c, (CompressedMLA, KDAState)) for c in model.components.values())
+
+
+def _v4_plan(job, lay) -> PoolPlan:
+    """DeepSeek V4: the plan's view is one group of pages (the sizing is DSV4PoolConfigurator's, in .dsv4)."""
+    L, page = job.context, lay.page
+    comps = tuple(dict.fromkeys(c for (_, c) in job.analytic))
+    members = tuple(job.analytic)
+    layers = tuple(sorted({layer for layer, _ in members}))
+    per = lay.bytes_per_full_token
+    group = PlanGroup(0, GroupKind.FULL, layers, members, page,
+                      (PlanPage("+".join(comps), "DeepSeekV4TokenToKVPool", "fp8_e4m3", page, page, int(per),
+                                int(per * page), int(per * page), 1),),
+                      -(-L // page), job.total)
+    used = {"kv_cache_dtype": lay.kv_dtype, "page_size": page, "swa_full_tokens_ratio": lay.swa_ratio,
+            "max_running_requests": lay.mrr_per_worker, "attn_dp_size": job.settings.attn_dp}
+    return PoolPlan(NAME, VERSION, job.model.name, job.precision.name if job.precision_asked else "fp8", L,
+                    job.settings, used, PoolLayout.BLOCK_OUTERMOST, "DSV4PoolConfigurator (ratio mode)", 0, (group,),
+                    group.page_bytes, 1, job.total, (), lambda ctx: (-(-ctx // page),), detail=lay)
+
+
+def _pool_plan(job, lay: S.Layout) -> PoolPlan:
+    """The plan's view of SGLang's pools: one group per pool, a "block" being one page of tokens."""
+    L, page = job.context, lay.page
+    groups = []
+    analytic = job.analytic
+
+    def exact(layers) -> int:
+        return sum(b for (layer, _), b in analytic.items() if layer in layers)
+
+    if lay.full_layers:
+        per = lay.full_per_token + lay.indexer_row
+        comps = tuple(dict.fromkeys(c for (layer, c) in analytic if layer in lay.full_layers
+                                    and job.model.components[c].per_token and layer not in lay.swa_layers))
+        pages = (PlanPage("+".join(comps), "TokenToKVPool", lay.kv_dtype, page, page, per, page * per, page * per,
+                          len(lay.full_layers)),)
+        groups.append(PlanGroup(len(groups), GroupKind.FULL, lay.full_layers,
+                                tuple((layer, c) for layer in lay.full_layers for c in comps
+                                      if c in job.model.layer_kinds[job.model.layers[layer]]),
+                                page, pages, -(-L // page), exact(set(lay.full_layers))))
+    if lay.swa_layers:
+        per = lay.swa_per_token
+        need = S.swa_tokens_per_request(lay, L)
+        comps = tuple(dict.fromkeys(c for (layer, c) in analytic if layer in lay.swa_layers))
+        groups.append(PlanGroup(len(groups), GroupKind.WINDOW, lay.swa_layers,
+                                tuple((layer, c) for layer in lay.swa_layers for c in comps
+                                      if c in job.model.layer_kinds[job.model.layers[layer]]),
+                                page, (PlanPage("+".join(comps), "SWAKVPool", lay.kv_dtype, page, page, per, page * per,
+                                                page * per, len(lay.swa_layers)),),
+                                -(-need // page), exact(set(lay.swa_layers)), window=lay.window))
+    if lay.state_layers:
+        comps = tuple(dict.fromkeys(c for (layer, c) in analytic if layer in lay.state_layers
+                                    and not job.model.components[c].per_token))
+        groups.append(PlanGroup(len(groups), GroupKind.STATE, lay.state_layers,
+                                tuple((layer, c) for layer in lay.state_layers for c in comps
+                                      if c in job.model.layer_kinds[job.model.layers[layer]]),
+                                1, (PlanPage("+".join(comps), "MambaPool", "bfloat16+float32", 1, 1,
+                                             lay.state_per_request, lay.state_per_request, lay.state_per_request, 1),),
+                                lay.slots_per_request, exact(set(lay.state_layers))))
+    if not groups:
+        raise KvcalcError(f"{job.model.name}: no cache layers in this pipeline stage")
+    used = {"kv_cache_dtype": lay.kv_dtype, "page_size": page, "attn_tp_size": job.tp // job.settings.attn_dp,
+            "attn_dp_size": job.settings.attn_dp}
+    if lay.swa_layers:
+        used["swa_full_tokens_ratio"] = lay.swa_ratio
+    if lay.state_layers:
+        used["mamba_full_memory_ratio"] = job.settings.mamba_full_memory_ratio
+        used["mamba_state_slots_per_request"] = lay.slots_per_request
+    for k in ("max_running_requests", "max_total_tokens"):
+        if getattr(job.settings, k) is not None:
+            used[k] = getattr(job.settings, k)
+    return PoolPlan(NAME, VERSION, job.model.name, job.precision.name, L, job.settings, used,
+                    PoolLayout.LAYER_OUTERMOST, "one token pool per cache family (SGLang's pool configurators)", 0,
+                    tuple(groups), max(g.page_bytes for g in groups), 1, job.total, lay.notes,
+                    lambda ctx: tuple(-(-ctx // page) if g.kind is GroupKind.FULL else g.blocks_per_request
+                                      for g in groups),
+                    detail=lay)
+
+
+ENGINE = SglangEngine()

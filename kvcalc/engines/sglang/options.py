@@ -1,0 +1,31 @@
+"""The SGLang server arguments a user may set, with SGLang's own flags, declared once (the command line reads
+them without loading the engine)."""
+
+from __future__ import annotations
+
+from ..options import Option
+from .defaults import VERSION
+
+SUMMARY = (f"SGLang {VERSION} on CUDA: token pools sized from mem_fraction_static, split SWA and Mamba state "
+           "pools, max_running_requests")
+
+OPTIONS = (
+    Option("mem_fraction_static", "--mem-fraction-static", "SGLang: the fraction of the memory free before the "
+           "weights load that weights and KV pools may take (default: SGLang's heuristic for the GPU and layout).",
+           float, minimum=0.0001, maximum=1),
+    Option("page_size", "--page-size", "SGLang: tokens per page (default 1 on Hopper; 64 for DeepSeek DSA).", int,
+           minimum=1, maximum=1 << 20),
+    Option("swa_full_tokens_ratio", "--swa-full-tokens-ratio", "SGLang: SWA-pool tokens per full-pool token for "
+           "split sliding-window pools (default 0.8).", float, minimum=0.0001, maximum=1),
+    Option("max_running_requests", "--max-running-requests", "SGLang: the running-request cap (default: from the "
+           "token pool, 2048 to 4096).", int, minimum=1, maximum=1 << 24),
+    Option("max_total_tokens", "--max-total-tokens", "SGLang: a cap on max_total_num_tokens.", int, minimum=1,
+           maximum=1 << 40),
+    Option("enable_dp_attention", "--enable-dp-attention", "SGLang: with --dp N, attention data parallelism over "
+           "the tp ranks (attention tp = tp / N; the N ranks are the tp GPUs).", bool,
+           negative="--no-enable-dp-attention", cli_default=False),
+    Option("mamba_full_memory_ratio", "--mamba-full-memory-ratio", "SGLang: Mamba-state to KV memory ratio "
+           "(default 0.9: the state pool gets 0.9 / 1.9 of the budget).", float, minimum=0.0001, maximum=1 << 10),
+    Option("chunked_prefill_size", "--chunked-prefill-size", "SGLang: tokens per prefill chunk (default: from "
+           "the GPU's memory; it sets the default mem_fraction_static).", int, minimum=1, maximum=1 << 24),
+)

@@ -1,0 +1,103 @@
+"""The vLLM 0.33 engine profile: settings, the plan, the budget, the refusal and the words (see the package
+docstring for the rules, module by module)."""
+
+from __future__ import annotations
+
+from ..base import Engine, even_stages, fraction_budget
+from .defaults import (DEFAULT_GPU_MEMORY_UTILIZATION, NAME, VERSION, Settings, default_gdn_prefill_backend,
+                       default_max_num_batched_tokens, format_gib)
+from .options import OPTIONS, SUMMARY
+from .planner import vllm_plan
+from . import logs as _logs
+
+
+def pp_stages(num_layers: int, pp: int) -> list[range]:
+    """distributed/utils.py get_pp_indices: num_layers // pp per stage, the remainder added one layer each
+    to the stages before the last (partitions[-2], partitions[-3], ...)."""
+    return even_stages(num_layers, pp)
+
+
+class VllmEngine(Engine):
+    name = NAME
+    version = VERSION
+    title = f"vLLM {VERSION}"
+    summary = SUMMARY
+    Settings = Settings
+    budget_keys = ("gpu_memory_utilization",)
+    logs = _logs.READER
+    options = OPTIONS
+
+    def defaults(self, given, *, gpu=None, model=None) -> dict:
+        out = {}
+        if "max_num_batched_tokens" not in given:
+            out["max_num_batched_tokens"] = default_max_num_batched_tokens(gpu.memory_bytes if gpu else None,
+                                                                          gpu.name if gpu else "")
+        if "gdn_prefill_backend" not in given:
+            out["gdn_prefill_backend"] = default_gdn_prefill_backend(gpu.key if gpu else None, model)
+        return out
+
+    def pp_stages(self, num_layers: int, pp: int) -> list[range]:
+        return pp_stages(num_layers, pp)
+
+    def plan(self, job):
+        return vllm_plan(job)
+
+    def budget(self, settings, gpu, model=None, parallel=None):
+        return fraction_budget(gpu, settings.gpu_memory_utilization, "gpu_memory_utilization")
+
+    def refusal(self, p, pool: int) -> str:
+        """kv_cache_planning.py _check_enough_kv_cache_memory, with kvcalc's reasons."""
+        usable = pool - p.null_blocks * p.bytes_per_block
+        best = p.max_context(pool)
+        est = f" Based on the available memory, the estimated maximum model length is {best}." if best > 0 else ""
+        return (
+            f"{p.model}: to serve one request at max_model_len {p.context:,}, {format_gib(p.per_request_bytes)} GiB "
+            f"({p.per_request_bytes:,} B = {p.blocks_per_request:,} blocks x {p.bytes_per_block:,} B) of KV cache is "
+            f"needed, more than the {format_gib(max(usable, 0))} GiB available ({usable:,} B after the null block)."
+            f"{est} vLLM {p.engine_version} refuses to start here too."
+        )
+
+    def log_line(self, p, num_blocks: int) -> str:
+        """v1/core/kv_cache_utils.py update_kv_cache_capacity."""
+        return (f"GPU KV cache size: {p.cache_tokens(num_blocks):,} tokens, Maximum concurrency for {p.context:,} "
+                f"tokens per request: {p.max_concurrency(num_blocks):.2f}x")
+
+    long_context = "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+
+    def summary_line(self, cap) -> str:
+        p = cap.plan
+        s = p.settings
+        from ...pool import GroupKind
+
+        wins = any(g.kind is GroupKind.WINDOW for g in p.groups)
+        return (f"{s.gpu_memory_utilization:g} of the device's total memory less weights; one shared pool of "
+                f"{p.bytes_per_block:,} B blocks; a request reserves {p.blocks_per_request:,} blocks"
+                + (f" (window groups admit window - 1 + {p.settings_json['max_in_flight_tokens']:,} in-flight tokens)"
+                   if wins else "") + "; block 0 is null")
+
+    def explain(self, p, num_blocks: int) -> list[str]:
+        from ...pool import GroupKind
+        from ...units import format_bytes
+
+        out = []
+        s = p.settings_json
+        wins = [g for g in p.groups if g.kind is GroupKind.WINDOW]
+        fixed = [g for g in p.groups if g.kind is GroupKind.STATE]
+        if fixed:
+            out.append(f"Fixed-state groups reserve {format_bytes(sum(g.blocks_per_request for g in fixed) * p.bytes_per_block)}"
+                       f" of it: {'/'.join(sorted({str(g.blocks_per_request) for g in fixed}))} blocks per request in "
+                       f"each of {len(fixed)} group(s), whatever the context (mamba_cache_mode "
+                       f"{s.get('mamba_cache_mode', 'none')}).")
+        if wins:
+            w_res = sum(g.blocks_per_request for g in wins) * p.bytes_per_block
+            out.append(f"Window and state groups reserve {format_bytes(w_res)} of it: they admit window - 1 + "
+                       f"{s['max_in_flight_tokens']:,} in-flight tokens (max_num_batched_tokens "
+                       f"{s['max_num_batched_tokens']:,} x {s['max_in_flight_tokens'] // s['max_num_batched_tokens']}"
+                       f"{', async scheduling' if s['async_scheduling'] else ''}), whatever the context.")
+        out.append(f"Pool: {num_blocks:,} blocks of {p.bytes_per_block:,} B (block 0 is vLLM's null block); "
+                   f"layout {p.layout.value}; {p.grouping}.")
+        out.append(f"vLLM would log: {self.log_line(p, num_blocks)}")
+        return out
+
+
+ENGINE = VllmEngine()
