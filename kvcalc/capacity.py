@@ -24,9 +24,9 @@ from .engines import get_engine
 from .engines.base import Budget, Engine, Fit
 from .errors import KvcalcError
 from .hardware import GPU, get_gpu
-from .plan import PoolPlan, plan
+from .plan import MAX_RANKS, PoolPlan, plan
 from .units import GIB
-MAX_PARALLEL = 4096
+MAX_PARALLEL = MAX_RANKS  # one bound for every parallel size
 
 
 @dataclass(frozen=True)

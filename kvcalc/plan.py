@@ -16,6 +16,9 @@ from .estimate import estimate
 from .pool import GroupKind, Layout, PlanGroup, PlanPage, PlanTensor, PoolPlan
 from .specs import FullAttention, RecurrentState
 
+#: more tensor-parallel ranks than this is a typo (the capacity layout's own bound)
+MAX_RANKS = 4096
+
 __all__ = ["GroupKind", "Layout", "PlanGroup", "PlanPage", "PlanTensor", "PoolPlan", "check_tp", "plan"]
 
 
@@ -64,6 +67,8 @@ def plan(
         raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings, got "
                           f"{type(settings).__module__.split('.')[-2]} ones", param="settings")
     prec = spec.precision(precision)
+    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_RANKS:
+        raise KvcalcError(f"tp: must be an integer from 1 to {MAX_RANKS}, got {tp!r}"[:200], param="tp")
     eng.check_tp(spec, tp)
     n_layers = len(spec.layers) + (len(spec.mtp_layers) if mtp else 0)
     stage_layers = set(range(n_layers))

@@ -68,3 +68,8 @@ def test_deepseek_v4_pool_sizes_follow_from_the_full_count(cli):
     assert rows["SWA pool tokens"]["kvcalc"] == f"{swa:,}" and rows["c4 pool tokens"]["kvcalc"] == f"{full // 4:,}"
     assert rows["c128 pool tokens"]["kvcalc"] == f"{full // 128:,}"
     assert rows["c4 state rows"]["kvcalc"] == f"{swa // 256 * 8:,}" and rows["max_running_requests"]["agrees"]
+
+
+def test_a_zero_tp_is_one_line(cli):
+    r = cli("check-log", str(LOGS / "sglang-vllm21348-qwen3-235b.log"), "--model", QWEN235, "--tp", "0")
+    assert r.code == 2 and r.err == "kvcalc: error: --tp: must be an integer from 1 to 4096, got 0\n"
