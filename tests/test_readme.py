@@ -79,6 +79,11 @@ def test_readme_verify_sample_matches():
     assert _mask(_block("kvcalc " + " ".join(args))) == _mask(_run(args))
 
 
+def test_readme_sglang_verify_sample_matches():
+    args = ["verify", "deepseek-v3.2", "--engine", "sglang", "-p", "fp8", "-c", "1k", "--batch", "2"]
+    assert _mask(_block("kvcalc " + " ".join(args))) == _mask(_run(args))
+
+
 def test_readme_verify_table_is_the_committed_reports():
     """The README's verify table is what scripts/verify_table.py makes of reports/verify/*.json."""
     root = README.parent

@@ -21,7 +21,8 @@ def verify_cmd(
     hf: Optional[str] = hf_option(),
     context: str = typer.Option("128k", "--context", "-c", help="max_model_len in tokens."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
-    engine: str = engine_option("vllm", "The engine whose block pool is allocated (vllm)."),
+    engine: str = engine_option("vllm", "The engine whose pools are allocated: vllm (its block pool) or sglang "
+                                  "(its token pools, sized for exactly --batch requests)."),
     batch: int = typer.Option(1, "--batch", "-b", help="Requests to allocate for."),
     device: str = typer.Option("cpu", "--device", help="cuda or cpu."),
     fill: Optional[str] = typer.Option(

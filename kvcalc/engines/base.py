@@ -80,7 +80,6 @@ class Engine(ABC):
     Settings: ClassVar[type]  # a frozen dataclass; every field has a default
     options: ClassVar[tuple[Option, ...]] = ()
     paged: ClassVar[bool] = True  # the engine has a block pool that verify can allocate
-    pools: ClassVar[str] = "blocks"  # "tokens": verify allocates the engine's token pools instead
     pools: ClassVar[str] = "blocks"  # what verify allocates: "blocks" (one shared block pool) or "tokens"
     logs: ClassVar[Any] = None  # a LogReader (kvcalc.engines.logs) when the engine's start-up log can be read
     budget_keys: ClassVar[tuple[str, ...]] = ()  # the names in Budget.json (null in JSON when the pool is given)

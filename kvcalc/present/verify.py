@@ -8,6 +8,8 @@ from .common import ctx_text, table
 def render_verify(con, result) -> None:
     """`kvcalc verify`: predicted (exact) vs planned (paged) vs allocated vs written, per group and in total."""
     r = result
+    if r.token_pools is not None:
+        return _render_token_pools(con, r)
     eng = f"vLLM {r.engine_version}" if r.engine == "vllm" else r.engine
     writer = f", writer {r.writer}" if r.writer else ""
     con.print(f"{r.model}, {r.precision}, {ctx_text(r.context_tokens)} x {r.batch} "
@@ -44,6 +46,47 @@ def render_verify(con, result) -> None:
         con.print(f"  {'pass' if c.passed else 'FAIL'}  {c.name}")
     con.print("Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = paged blocks "
               "x bytes per block; written = counted in memory (sentinel).")
+    con.print(f"Verdict: {r.verdict}.")
+
+
+def _render_token_pools(con, r) -> None:
+    """An engine's token pools (SGLang): one row per pool, its tokens, and the padding page SGLang keeps."""
+    tp = r.token_pools
+    eng = {"sglang": "SGLang"}.get(r.engine, r.engine)
+    writer = f", writer {r.writer}" if r.writer else ""
+    con.print(f"{r.model}, {r.precision}, {ctx_text(r.context_tokens)} x {r.batch} "
+              f"request{'s' if r.batch > 1 else ''}; {eng} {r.engine_version} token pools on {r.device}, page "
+              f"{tp['page_size']}; fill {r.fill}{writer}")
+    g = table()
+    for name, just in (("pool", "left"), ("caches", "left"), ("tokens", "right"), ("predicted", "right"),
+                       ("planned", "right"), ("expected written", "right"), ("written", "right")):
+        g.add_column(name, justify=just, no_wrap=name != "caches", max_width=24 if name == "caches" else None)
+    filled = r.fill != "none"
+    for grp in r.groups:
+        pool = grp.pool
+        g.add_row(f"{grp.group} {pool['name']}", " + ".join(grp.components), f"{grp.blocks:,}",
+                  f"{grp.predicted_bytes:,}", f"{grp.planned_bytes - pool['padding_page_bytes']:,}",
+                  f"{grp.expected_written_bytes:,}" if filled else "-",
+                  f"{grp.written_bytes:,}" if grp.written_bytes is not None else "-")
+    pad = sum(x.pool["padding_page_bytes"] for x in r.groups)
+    pad_written = [x.pool["padding_page_written_bytes"] for x in r.groups]
+    g.add_row("padding", f"{eng}'s padding page", "", "0", f"{pad:,}", "0" if filled else "-",
+              f"{sum(pad_written):,}" if None not in pad_written else "-")
+    g.add_row("total", "", "", f"{r.predicted_bytes:,}", f"{r.planned_bytes:,}",
+              f"{r.expected_written_bytes:,}" if filled else "-",
+              f"{r.written_bytes:,}" if r.written_bytes is not None else "-")
+    con.table(g)
+    con.print(f"Allocated: {r.allocated_bytes:,} B storage{_measured_text(r)}")
+    if r.fill_bytes_per_second:
+        bw = r.fill_bytes_per_second / 2**30
+        ref = r.device_copy_bytes_per_second
+        con.print(f"Fill: {r.seconds.fill_pass1:.2f} s per pass, {bw:.2f} GiB/s written"
+                  + (f" ({r.fill_bytes_per_second / ref:.0%} of the device's copy bandwidth)" if ref else ""))
+    for c in r.checks:
+        con.print(f"  {'pass' if c.passed else 'FAIL'}  {c.name}")
+    con.print(f"Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = {eng}'s pools "
+              "for exactly this batch, size + page_size rows per layer; tokens = rows (state: slots) without the "
+              "padding page; written = counted in memory (sentinel).")
     con.print(f"Verdict: {r.verdict}.")
 
 

@@ -22,38 +22,21 @@ The verdict compares each measured figure with its prediction. :func:`verify` ru
 checking the inputs (and the device's free memory), allocating and measuring the pool, the fill passes and
 their counts, the groups and checks, and the result: a :class:`~kvcalc.verify.result.VerifyResult`, whose
 ``to_json()`` is the report. :func:`run` plans and verifies one rank, or ``tp`` ranks in their own processes
-(:mod:`kvcalc.verify.parallel`) combined into one result. This is the only part of kvcalc that imports
-torch, lazily.
+(:mod:`kvcalc.verify.parallel`) combined into one result. An engine that sizes token pools instead of one
+block pool (``Engine.pools == "tokens"``: SGLang) is verified by :mod:`kvcalc.verify.tokenpools`; the helpers
+both paths share are in :mod:`kvcalc.verify.measure`. This is the only part of kvcalc that imports torch,
+lazily.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field, replace
 
 from ..errors import KvcalcError
 from .fill import SENTINEL, SENTINEL2, TOLERANCES
+from .measure import FILLS, _check_room, _copy_bandwidth, _counter, _memory, _Progress, _torch
 from .result import Check, FillInfo, Measured, Seconds, VerifyGroup, VerifyResult, VerifyView, combine
-
-FILLS = ("none", "sample", "full")
-
-
-def _rss_bytes() -> int:
-    """Resident set size of this process (Linux /proc; 0 where unavailable)."""
-    try:
-        with open(f"/proc/{os.getpid()}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise KvcalcError("verify needs torch: pip install 'kvcalc[verify]' (a CPU build: see the README)") from None
-    return torch
 
 
 def _block_tables(torch, p, batch, device):
@@ -69,17 +52,6 @@ def _block_tables(torch, p, batch, device):
             tables[(r, g.index)] = torch.arange(nxt + n - 1, nxt - 1, -1, dtype=torch.int64, device=device)
             nxt += n
     return tables, ranges
-
-
-def _counter(torch, sentinel: int, equal: bool):
-    """Bytes of a tensor that differ from (``equal=False``) or equal (``equal=True``) ``sentinel``:
-    count_nonzero of ``x ^ sentinel`` (one pass, several times faster than summing a bool mask)."""
-    def count(x) -> int:
-        if x.numel() == 0:
-            return 0
-        n = int(torch.count_nonzero(x ^ sentinel))
-        return x.numel() - n if equal else n
-    return count
 
 
 def _step(p) -> int:
@@ -122,46 +94,6 @@ def _add(a: dict, b: dict) -> dict:
     return {k: ({g: a[k][g] + b[k][g] for g in a[k]} if isinstance(a[k], dict) else a[k] + b[k]) for k in a}
 
 
-def _copy_bandwidth(torch, device) -> float | None:
-    """The device's measured copy bandwidth (bytes read + written per second), CUDA only: 4 copies of 256 MiB."""
-    if device != "cuda":
-        return None
-    a = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    b.copy_(a)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(4):
-        b.copy_(a)
-    torch.cuda.synchronize()
-    bw = 4 * 2 * a.numel() / (time.perf_counter() - t0)
-    del a, b
-    torch.cuda.empty_cache()
-    return bw
-
-
-class _Progress:
-    """A rich progress bar on stderr when it is a terminal (quiet otherwise)."""
-
-    def __init__(self, enabled: bool, total: int, label: str):
-        self.bar = None
-        if enabled and total:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("tokens"), TimeRemainingColumn(), transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task(label, total=total)
-
-    def advance(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, advance=n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 @dataclass
 class _Run:
     """One allocation and what it measured, filled in step by step (an interrupt keeps what was reached)."""
@@ -184,6 +116,13 @@ class _Run:
     fill_info: FillInfo | None = None
 
 
+def _token_pools(engine) -> bool:
+    """Whether ``engine`` sizes token pools (verify's :mod:`.tokenpools` path) rather than one block pool."""
+    from ..engines import get_engine
+
+    return getattr(get_engine(engine), "pools", "blocks") == "tokens"
+
+
 def _check_inputs(p, batch, device: str, fill: str) -> None:
     """Refuse what verify cannot run (before torch is imported)."""
     from ..engines import get_engine
@@ -196,21 +135,6 @@ def _check_inputs(p, batch, device: str, fill: str) -> None:
         raise KvcalcError("engine: verify allocates an engine's block pool; use the vllm engine", param="engine")
     if device not in ("cpu", "cuda"):
         raise KvcalcError(f"device: choose cuda or cpu, got {device!r}", param="device")
-
-
-def _check_room(torch, device: str, planned: int) -> None:
-    """Refuse a pool larger than the device's free memory."""
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise KvcalcError("device: no CUDA device here; use {{device}} cpu", param="device")
-        free, _total = torch.cuda.mem_get_info()
-        if planned > free:
-            raise KvcalcError(f"device: the plan needs {planned:,} B, the GPU has {free:,} B free", param="device")
-    else:
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else None
-        if avail is not None and planned > avail:
-            raise KvcalcError(f"device: the plan needs {planned:,} B, this machine has {avail:,} B free",
-                              param="device")
 
 
 def _fill_backend(p, fill: str, writer, device: str, model):
@@ -226,16 +150,6 @@ def _fill_backend(p, fill: str, writer, device: str, model):
     spec = model if model is not None else load_model(p.model)
     chunk = int(p.fill_chunk if p.fill_chunk is not None else 8192)
     return writer, (F, K, R, w, spec, chunk)
-
-
-def _memory(torch, device: str) -> dict:
-    """Resident memory, and on CUDA the allocator's and the device's figures."""
-    out = {"rss": _rss_bytes()}
-    if device == "cuda":
-        torch.cuda.synchronize()
-        out.update(alloc=torch.cuda.memory_allocated(), reserved=torch.cuda.memory_reserved(),
-                   free=torch.cuda.mem_get_info()[0])
-    return out
 
 
 def _allocate(torch, run: _Run, rows: int):
@@ -427,9 +341,18 @@ def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", w
     full) through ``writer`` (triton or torch; default triton on CUDA, torch on CPU) and compare the
     measurements with the plan.
 
+    An engine with token pools (``Engine.pools == "tokens"``: SGLang) goes to :mod:`kvcalc.verify.tokenpools`,
+    which allocates its pools for exactly ``batch`` requests.
+
     Planted faults the check must catch (used by the tests): ``plant_extra_pages`` allocates that many
-    blocks more than planned; ``plant_stray_write`` writes one byte into the null block after the fill."""
+    blocks more than planned (token pools: rows of the first pool); ``plant_stray_write`` writes one byte into
+    the null block (token pools: the padding page) after the fill."""
     p = pool_plan
+    if _token_pools(p.engine):
+        from .tokenpools import verify_tokens
+
+        return verify_tokens(p, batch=batch, device=device, fill=fill, writer=writer, model=model, progress=progress,
+                             plant_extra_rows=plant_extra_pages, plant_stray_write=plant_stray_write)
     _check_inputs(p, batch, device, fill)
     torch = _torch()
     num_blocks = p.blocks_per_request * batch + p.null_blocks
@@ -459,6 +382,9 @@ def run(model, context: int, *, tp: int = 1, **kw) -> VerifyResult:
         raise KvcalcError(f"tp: must be a positive integer, got {tp!r}", param="tp")
     if tp == 1:
         return run_one(model, context, **kw)
+    if _token_pools(kw.get("engine", "vllm")):
+        raise KvcalcError(f"tp: verify allocates one rank's token pools; {tp} ranks are not built for the "
+                          f"{kw.get('engine')} engine yet (use {{{{tp}}}} 1)", param="tp")
     from ..plan import check_tp
 
     check_tp(model, tp)

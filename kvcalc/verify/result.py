@@ -66,13 +66,19 @@ class VerifyGroup:
     expected_written_bytes: int
     written_bytes: int | None
     padding_written_bytes: int | None
+    #: token pools only (``blocks`` then counts tokens, or a state pool's slots): the buffer SGLang allocates,
+    #: {name, dtype, store_dtype, shape (one layer's), tensors, padding_page_bytes, padding_page_written_bytes}
+    pool: dict | None = None
 
     def to_json(self) -> dict:
-        return {"group": self.group, "kind": self.kind, "components": list(self.components), "layers": self.layers,
-                "blocks": self.blocks, "predicted_bytes": self.predicted_bytes, "planned_bytes": self.planned_bytes,
-                "page_bytes": self.page_bytes, "real_page_bytes": self.real_page_bytes,
-                "views": [v.to_json() for v in self.views], "expected_written_bytes": self.expected_written_bytes,
-                "written_bytes": self.written_bytes, "padding_written_bytes": self.padding_written_bytes}
+        out = {"group": self.group, "kind": self.kind, "components": list(self.components), "layers": self.layers,
+               "blocks": self.blocks, "predicted_bytes": self.predicted_bytes, "planned_bytes": self.planned_bytes,
+               "page_bytes": self.page_bytes, "real_page_bytes": self.real_page_bytes,
+               "views": [v.to_json() for v in self.views], "expected_written_bytes": self.expected_written_bytes,
+               "written_bytes": self.written_bytes, "padding_written_bytes": self.padding_written_bytes}
+        if self.pool is not None:
+            out["pool"] = dict(self.pool)
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "VerifyGroup":
@@ -195,8 +201,8 @@ class VerifyResult:
     complete: bool
     predicted_bytes: int
     planned_bytes: int
-    planned_blocks: int
-    bytes_per_block: int
+    planned_blocks: int | None  # None for token pools (no shared block pool: see ``token_pools``)
+    bytes_per_block: int | None
     allocated_bytes: int
     expected_written_bytes: int
     written_bytes: int | None
@@ -215,6 +221,8 @@ class VerifyResult:
     tp: int | None = None
     rank: int | None = None
     ranks: tuple["VerifyResult", ...] = ()
+    #: an engine's token pools (SGLang): its figures for the batch (max_total_num_tokens, page_size, ...)
+    token_pools: dict | None = None
 
     def to_json(self) -> dict:
         """The report's dict (a tensor-parallel result: the combined report, with every rank's in ``ranks``)."""
@@ -253,6 +261,8 @@ class VerifyResult:
         }
         if self.tp is not None:
             out["tp"], out["rank"] = self.tp, self.rank
+        if self.token_pools is not None:
+            out["token_pools"] = dict(self.token_pools)
         return out
 
     def _combined_json(self) -> dict:

@@ -171,7 +171,8 @@ def batch_pools(plan, batch: int, model) -> BatchPools:
     """The buffers SGLang allocates on this plan's rank to hold exactly ``batch`` requests of its context."""
     lay = plan.detail
     if not isinstance(lay, S.Layout):
-        raise S.refuse(f"verify does not allocate {plan.model}'s pools ({type(lay).__name__}) yet")
+        raise S.refuse(f"verify allocates SGLang's token, SWA and Mamba state pools; {plan.model}'s pools "
+                       f"({type(lay).__name__}) are not built for it yet: use the vllm engine")
     z = _sizing(plan, lay, batch)
     entries = _pools(lay, z)
     fields = []

@@ -45,7 +45,7 @@ def _pools(lay: S.Layout, z: S.Sizing) -> list[dict]:
         conv = lay.state_conv_bytes
         out.append({"name": "Mamba conv state", "dtype": "torch.bfloat16", "shape": [slots, conv // 2],
                     "layers": len(lay.state_layers), "tokens": None, "bytes": slots * conv})
-        out.append({"name": "Mamba ssm state", "dtype": "torch.float32", "shape": [slots],
+        out.append({"name": "Mamba ssm state", "dtype": f"torch.{lay.state_ssm_dtype}", "shape": [slots],
                     "layers": len(lay.state_layers), "tokens": None,
                     "bytes": slots * (lay.state_per_request - conv)})
     return out

@@ -61,6 +61,7 @@ class Layout:
     swa_ratio: float
     state_per_request: int  # bytes of one state slot (every state layer)
     state_conv_bytes: int = 0  # of which the conv states (bf16)
+    state_ssm_dtype: str = "float32"  # the recurrent state's torch dtype (the model's mamba_ssm_dtype, else fp32)
     slots_per_request: int = 1
     notes: tuple[str, ...] = field(default=())
 
@@ -121,11 +122,12 @@ def _check_kinds(model) -> None:
             raise refuse(f"indexer {comp.name} with ratio {comp.ratio} is not modelled for SGLang {VERSION}")
 
 
-def _state(model, states, attn_tp: int, arch: str | None, settings: Settings) -> tuple[int, int, int]:
+def _state(model, states, attn_tp: int, arch: str | None, settings: Settings) -> tuple[int, int, int, str]:
     """(bytes of one state slot over every state layer, of which conv, slots a running request holds).
     configs/mamba_utils.py Mamba2StateShape: conv state in bf16 (SGLANG_MAMBA_CONV_DTYPE), the recurrent state
     in fp32 unless the model states its dtype (mamba_ssm_dtype)."""
     per = conv_bytes = 0
+    half = any(comp.ssm_dtype in ("bf16", "fp16") for _, comp in states)
     for _, comp in states:
         conv, ssm = comp.shard_values(attn_tp)
         conv_bytes += conv * 2
@@ -134,7 +136,7 @@ def _state(model, states, attn_tp: int, arch: str | None, settings: Settings) ->
         raise refuse("a model with Mamba-style state needs its 'architecture' (config.json architectures[0]): "
                      f"SGLang {VERSION} picks the state cache strategy per architecture")
     slots = MAMBA_BASE_SLOTS + (MAMBA_EXTRA_BUFFER_SLOTS if arch in MAMBA_EXTRA_BUFFER_ARCHS else 0)
-    return per, conv_bytes, slots
+    return per, conv_bytes, slots, ("bfloat16" if half else "float32")
 
 
 def layout(model, precision: str | None, settings: Settings, tp: int, stage_layers) -> Layout:
@@ -176,7 +178,8 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
     window = None
     if swa is not None:
         window = swa.window - 1 if arch in WINDOW_MINUS_ONE_ARCHS else swa.window
-    per_req, conv_bytes, slots = _state(model, states, attn_tp, arch, settings) if states else (0, 0, 1)
+    per_req, conv_bytes, slots, ssm_dtype = _state(model, states, attn_tp, arch, settings) if states \
+        else (0, 0, 1, "float32")
     heads = lambda c: max(1, c.kv_heads // attn_tp) if c is not None else 0  # noqa: E731
     return Layout(
         kv_dtype=kv_dtype, kv_size=kv_size, page=page,
@@ -193,7 +196,8 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
         window=window,
         swa_ratio=settings.swa_full_tokens_ratio if settings.swa_full_tokens_ratio is not None
         else DEFAULT_SWA_FULL_TOKENS_RATIO,
-        state_per_request=per_req, state_conv_bytes=conv_bytes, slots_per_request=slots, notes=tuple(notes),
+        state_per_request=per_req, state_conv_bytes=conv_bytes, state_ssm_dtype=ssm_dtype, slots_per_request=slots,
+        notes=tuple(notes),
     )
 
 

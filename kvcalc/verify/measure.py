@@ -1,0 +1,104 @@
+"""What both verify paths share: torch (lazily), the process's and the device's memory figures, the sentinel
+byte counter, the device's copy bandwidth, the free-memory check and the progress bar."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..errors import KvcalcError
+
+FILLS = ("none", "sample", "full")
+
+
+def _rss_bytes() -> int:
+    """Resident set size of this process (Linux /proc; 0 where unavailable)."""
+    try:
+        with open(f"/proc/{os.getpid()}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise KvcalcError("verify needs torch: pip install 'kvcalc[verify]' (a CPU build: see the README)") from None
+    return torch
+
+
+def _counter(torch, sentinel: int, equal: bool):
+    """Bytes of a tensor that differ from (``equal=False``) or equal (``equal=True``) ``sentinel``:
+    count_nonzero of ``x ^ sentinel`` (one pass, several times faster than summing a bool mask)."""
+    def count(x) -> int:
+        if x.numel() == 0:
+            return 0
+        n = int(torch.count_nonzero(x ^ sentinel))
+        return x.numel() - n if equal else n
+    return count
+
+
+def _memory(torch, device: str) -> dict:
+    """Resident memory, and on CUDA the allocator's and the device's figures."""
+    out = {"rss": _rss_bytes()}
+    if device == "cuda":
+        torch.cuda.synchronize()
+        out.update(alloc=torch.cuda.memory_allocated(), reserved=torch.cuda.memory_reserved(),
+                   free=torch.cuda.mem_get_info()[0])
+    return out
+
+
+def _check_room(torch, device: str, planned: int) -> None:
+    """Refuse a pool larger than the device's free memory."""
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise KvcalcError("device: no CUDA device here; use {{device}} cpu", param="device")
+        free, _total = torch.cuda.mem_get_info()
+        if planned > free:
+            raise KvcalcError(f"device: the plan needs {planned:,} B, the GPU has {free:,} B free", param="device")
+    else:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else None
+        if avail is not None and planned > avail:
+            raise KvcalcError(f"device: the plan needs {planned:,} B, this machine has {avail:,} B free",
+                              param="device")
+
+
+def _copy_bandwidth(torch, device) -> float | None:
+    """The device's measured copy bandwidth (bytes read + written per second), CUDA only: 4 copies of 256 MiB."""
+    if device != "cuda":
+        return None
+    a = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    b.copy_(a)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(4):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    bw = 4 * 2 * a.numel() / (time.perf_counter() - t0)
+    del a, b
+    torch.cuda.empty_cache()
+    return bw
+
+
+class _Progress:
+    """A rich progress bar on stderr when it is a terminal (quiet otherwise)."""
+
+    def __init__(self, enabled: bool, total: int, label: str):
+        self.bar = None
+        if enabled and total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("tokens"), TimeRemainingColumn(), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(label, total=total)
+
+    def advance(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
