@@ -160,6 +160,11 @@ class Engine(ABC):
         """The longest context (<= limit) at which ``concurrency`` requests fit in ``pool`` on every stage."""
         return min(p.max_context(pool, concurrency, limit) for p in plans)
 
+    def batch_pools(self, plan, batch: int, model):
+        """For an engine of token pools (``pools == "tokens"``): the buffers it allocates for ``batch`` requests
+        at the plan's context, which verify allocates and fills (torch-free; see kvcalc/verify/tokenpools.py)."""
+        raise KvcalcError(f"engine: the {self.name} engine declares no token pools for verify", param="engine")
+
     def gpus(self, parallel, settings) -> int:
         """GPUs the parallel layout takes (tp x pp x dp; an engine whose data parallelism shares the tensor
         ranks says otherwise)."""

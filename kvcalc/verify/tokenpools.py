@@ -1,6 +1,6 @@
 """`kvcalc verify` for an engine that sizes token pools (SGLang 0.5.23) instead of one shared block pool.
 
-The engine's ``buffers`` module (``kvcalc/engines/NAME/buffers.py``, torch-free) says which buffers the engine
+The engine's ``batch_pools`` (SGLang's: ``kvcalc/engines/sglang/buffers.py``, torch-free) says which buffers the engine
 allocates on one rank to hold exactly ``batch`` requests of the plan's context: each buffer's per-layer shape,
 dtypes, how its layers are allocated (one tensor per layer, K and V as the halves of one tensor per layer, or
 one tensor for every layer), its padding page and where each request's rows go. Here they are allocated on the
@@ -23,8 +23,6 @@ Torch is imported lazily (:func:`kvcalc.verify.measure._torch`).
 
 from __future__ import annotations
 
-import importlib
-import sys
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -82,12 +80,10 @@ def _check_inputs(batch, device: str, fill: str, writer) -> None:
 
 
 def _batch_pools(p, batch: int, model):
-    """The engine's buffers for ``batch`` requests (the ``buffers`` module of the engine's package)."""
+    """The engine's buffers for ``batch`` requests (``Engine.batch_pools``)."""
     from ..engines import get_engine
 
-    module = sys.modules[type(get_engine(p.engine)).__module__]
-    package = module.__name__ if hasattr(module, "__path__") else module.__package__
-    return importlib.import_module(f"{package}.buffers").batch_pools(p, batch, model)
+    return get_engine(p.engine).batch_pools(p, batch, model)
 
 
 def _bytes(torch, t):

@@ -144,6 +144,11 @@ class SglangEngine(Engine):
                 hi = mid - 1
         return best
 
+    def batch_pools(self, plan, batch: int, model):
+        from .buffers import batch_pools
+
+        return batch_pools(plan, batch, model)
+
     def refusal(self, plan, pool: int) -> str:
         return f"engine sglang: {plan.model}: the {pool:,} B budget holds no token pool"
 
