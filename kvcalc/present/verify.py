@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..engines import get_engine
 from .common import ctx_text, table
 
 
@@ -10,7 +11,7 @@ def render_verify(con, result) -> None:
     r = result
     if r.token_pools is not None:
         return _render_token_pools(con, r)
-    eng = f"vLLM {r.engine_version}" if r.engine == "vllm" else r.engine
+    eng = get_engine(r.engine).title
     writer = f", writer {r.writer}" if r.writer else ""
     con.print(f"{r.model}, {r.precision}, {ctx_text(r.context_tokens)} x {r.batch} "
               f"request{'s' if r.batch > 1 else ''}; {eng} pool on {r.device}; fill {r.fill}{writer}")
@@ -37,13 +38,7 @@ def render_verify(con, result) -> None:
             con.print(f"  rank {x.rank}: {x.allocated_bytes:,} B{_measured_text(x)}")
     else:
         con.print(f"Allocated: {r.allocated_bytes:,} B storage{_measured_text(r)}")
-    if r.fill_bytes_per_second:
-        bw = r.fill_bytes_per_second / 2**30
-        ref = r.device_copy_bytes_per_second
-        con.print(f"Fill: {r.seconds.fill_pass1:.2f} s per pass, {bw:.2f} GiB/s written"
-                  + (f" ({r.fill_bytes_per_second / ref:.0%} of the device's copy bandwidth)" if ref else ""))
-    for c in r.checks:
-        con.print(f"  {'pass' if c.passed else 'FAIL'}  {c.name}")
+    _fill_and_checks(con, r)
     con.print("Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = paged blocks "
               "x bytes per block; written = counted in memory (sentinel).")
     con.print(f"Verdict: {r.verdict}.")
@@ -52,7 +47,7 @@ def render_verify(con, result) -> None:
 def _render_token_pools(con, r) -> None:
     """An engine's token pools (SGLang): one row per pool, its tokens, and the padding page SGLang keeps."""
     tp = r.token_pools
-    eng = {"sglang": "SGLang"}.get(r.engine, r.engine)
+    eng = get_engine(r.engine).title.split()[0]
     writer = f", writer {r.writer}" if r.writer else ""
     con.print(f"{r.model}, {r.precision}, {ctx_text(r.context_tokens)} x {r.batch} "
               f"request{'s' if r.batch > 1 else ''}; {eng} {r.engine_version} token pools on {r.device}, page "
@@ -77,13 +72,7 @@ def _render_token_pools(con, r) -> None:
               f"{r.written_bytes:,}" if r.written_bytes is not None else "-")
     con.table(g)
     con.print(f"Allocated: {r.allocated_bytes:,} B storage{_measured_text(r)}")
-    if r.fill_bytes_per_second:
-        bw = r.fill_bytes_per_second / 2**30
-        ref = r.device_copy_bytes_per_second
-        con.print(f"Fill: {r.seconds.fill_pass1:.2f} s per pass, {bw:.2f} GiB/s written"
-                  + (f" ({r.fill_bytes_per_second / ref:.0%} of the device's copy bandwidth)" if ref else ""))
-    for c in r.checks:
-        con.print(f"  {'pass' if c.passed else 'FAIL'}  {c.name}")
+    _fill_and_checks(con, r)
     con.print(f"Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = {eng}'s pools "
               "for exactly this batch, size + page_size rows per layer; tokens = rows (state: slots) without the "
               "padding page; written = counted in memory (sentinel).")
@@ -96,3 +85,13 @@ def _measured_text(r) -> str:
         return (f"; allocator +{m.allocator_allocated_delta:,} B allocated, +{m.allocator_reserved_delta:,} B "
                 f"reserved; device free -{m.device_free_delta:,} B")
     return f"; resident memory +{m.resident_growth_bytes:,} B"
+
+
+def _fill_and_checks(con, r) -> None:
+    if r.fill_bytes_per_second:
+        bw = r.fill_bytes_per_second / 2**30
+        ref = r.device_copy_bytes_per_second
+        con.print(f"Fill: {r.seconds.fill_pass1:.2f} s per pass, {bw:.2f} GiB/s written"
+                  + (f" ({r.fill_bytes_per_second / ref:.0%} of the device's copy bandwidth)" if ref else ""))
+    for c in r.checks:
+        con.print(f"  {'pass' if c.passed else 'FAIL'}  {c.name}")
