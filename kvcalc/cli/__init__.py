@@ -6,7 +6,6 @@ Commands live in the modules beside this one, each registering on :data:`app`.
 
 from __future__ import annotations
 
-from ..present.flags import FLAGS
 from . import app as _app
 from . import capacity, checklog, estimate, files, info, verify  # noqa: F401  (each registers its commands)
 from .app import app
@@ -25,3 +24,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 _run = run  # the name the tests and earlier scripts use
+
+
+def __getattr__(name: str):
+    """FLAGS (the parameters' flags) loads on first use: a command that fails no check never needs it."""
+    if name == "FLAGS":
+        from ..present.flags import FLAGS
+
+        return FLAGS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

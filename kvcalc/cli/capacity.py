@@ -9,8 +9,6 @@ import typer
 from ..errors import KvcalcError
 from .app import (command, console, engine_option, engine_settings, hf_option, json_option, model_arg, print_json,
                   warn, with_engine_options)
-from ..present.capacity import Refused
-from ..present.flags import FLAGS
 from .files import one_model
 
 #: GiB figures on the command line: a typo guard
@@ -54,7 +52,8 @@ def capacity_cmd(
     from ..config import load_model
     from ..engines import get_engine
     from ..hardware import get_gpu
-    from ..present.capacity import capacity_json, engines_json, render_capacity, render_engines
+    from ..present.capacity import Refused, capacity_json, engines_json, render_capacity, render_engines
+    from ..present.flags import FLAGS
     from ..units import parse_bytes
 
     spec = load_model(one_model(model, hf))
