@@ -12,7 +12,6 @@ from typing import Iterable
 import numpy as np
 
 from .config import as_model
-from .errors import KvcalcError
 from .estimate import estimate
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from typing import List, Optional
 
 import typer
 
 from ..errors import KvcalcError
 from .app import (CONTEXT_HELP, HF_MANY_HELP, PRECISION_HELP, basis_option, command, console, hf_option,
-                  json_option, model_arg, print_json, warn)
+                  json_option, print_json, warn)
 from .files import hf_path
 
 

@@ -12,9 +12,7 @@ import typer
 
 from ..errors import KvcalcError
 from ..textout import write as write_out
-from .app import (CONTEXT_HELP, HF_MANY_HELP, PRECISION_HELP, basis_option, command, console, hf_option,
-                  json_option, model_arg, print_json, warn)
-from ..textout import write as write_out
+from .app import HF_MANY_HELP, PRECISION_HELP, basis_option, command, print_json, warn
 
 
 def hf_path(hf: str) -> str:

@@ -40,8 +40,7 @@ class SglangEngine(Engine):
     name = NAME
     version = VERSION
     title = f"SGLang {VERSION}"
-    summary = (f"SGLang {VERSION} on CUDA: token pools sized from mem_fraction_static, split SWA and Mamba "
-               "state pools, max_running_requests")
+    summary = SUMMARY
     Settings = Settings
     options = OPTIONS
     logs = _logs.READER

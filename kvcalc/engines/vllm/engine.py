@@ -4,7 +4,7 @@ docstring for the rules, module by module)."""
 from __future__ import annotations
 
 from ..base import Engine, even_stages, fraction_budget
-from .defaults import (DEFAULT_GPU_MEMORY_UTILIZATION, NAME, VERSION, Settings, default_gdn_prefill_backend,
+from .defaults import (NAME, VERSION, Settings, default_gdn_prefill_backend,
                        default_max_num_batched_tokens, format_gib)
 from .options import OPTIONS, SUMMARY
 from .planner import vllm_plan

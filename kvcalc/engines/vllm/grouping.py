@@ -57,7 +57,7 @@ def _packed(specs: list[LayerSpec]) -> list[list[LayerSpec]]:
     floor = max((_max_layers_per_page(b) for b, by_page, bal in info if bal and len(by_page) > 1), default=0)
     repeats = _approximate_gcd([_max_layers_per_page(b) for b, _, bal in info if bal], floor) if floor else None
     if repeats is None:  # pragma: no cover - needs a packed model without a mixed balanced bucket
-        raise KvcalcError(f"engine vllm: this layer mix takes a state-bucket split kvcalc does not model")
+        raise KvcalcError("engine vllm: this layer mix takes a state-bucket split kvcalc does not model")
     groups = []
     for b, by_page, bal in info:
         n = -(-_max_layers_per_page(b) // repeats) if bal else 1
