@@ -15,10 +15,7 @@ def render_verify(con, result) -> None:
     writer = f", writer {r.writer}" if r.writer else ""
     con.print(f"{r.model}, {r.precision}, {ctx_text(r.context_tokens)} x {r.batch} "
               f"request{'s' if r.batch > 1 else ''}; {eng} pool on {r.device}; fill {r.fill}{writer}")
-    g = table()
-    for name, just in (("group", "left"), ("caches", "left"), ("blocks", "right"), ("predicted", "right"),
-                       ("planned", "right"), ("expected written", "right"), ("written", "right")):
-        g.add_column(name, justify=just, no_wrap=name != "caches", max_width=24 if name == "caches" else None)
+    g = _bytes_table("group", "blocks")
     filled = r.fill != "none"
     for grp in r.groups:
         g.add_row(f"{grp.group} {grp.kind}", " + ".join(grp.components), f"{grp.blocks:,}",
@@ -52,10 +49,7 @@ def _render_token_pools(con, r) -> None:
     con.print(f"{r.model}, {r.precision}, {ctx_text(r.context_tokens)} x {r.batch} "
               f"request{'s' if r.batch > 1 else ''}; {eng} {r.engine_version} token pools on {r.device}, page "
               f"{tp['page_size']}; fill {r.fill}{writer}")
-    g = table()
-    for name, just in (("pool", "left"), ("caches", "left"), ("tokens", "right"), ("predicted", "right"),
-                       ("planned", "right"), ("expected written", "right"), ("written", "right")):
-        g.add_column(name, justify=just, no_wrap=name != "caches", max_width=24 if name == "caches" else None)
+    g = _bytes_table("pool", "tokens")
     filled = r.fill != "none"
     for grp in r.groups:
         pool = grp.pool
@@ -95,3 +89,12 @@ def _fill_and_checks(con, r) -> None:
                   + (f" ({r.fill_bytes_per_second / ref:.0%} of the device's copy bandwidth)" if ref else ""))
     for c in r.checks:
         con.print(f"  {'pass' if c.passed else 'FAIL'}  {c.name}")
+
+
+def _bytes_table(first: str, count: str):
+    """The per-group (or per-pool) table: what each holds, predicted, planned, expected and written bytes."""
+    g = table()
+    for name, just in ((first, "left"), ("caches", "left"), (count, "right"), ("predicted", "right"),
+                       ("planned", "right"), ("expected written", "right"), ("written", "right")):
+        g.add_column(name, justify=just, no_wrap=name != "caches", max_width=24 if name == "caches" else None)
+    return g

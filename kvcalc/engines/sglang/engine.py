@@ -8,7 +8,7 @@ from ...errors import KvcalcError
 from ...pool import GroupKind, Layout as PoolLayout, PlanGroup, PlanPage, PoolPlan
 from ...specs import CompressedMLA, KDAState, MLALatent
 from ...units import GIB
-from ..base import Budget, BudgetStep, Engine, Fit, even_stages
+from ..base import Budget, BudgetStep, Engine, Fit
 from . import logs as _logs
 from . import sizing as S
 from .defaults import NAME, VERSION, Settings, default_mem_fraction_static
@@ -70,15 +70,6 @@ class SglangEngine(Engine):
     def gpus(self, parallel, settings) -> int:
         """arg_groups/parallel_hook.py: with DP attention the dp ranks are the tp GPUs."""
         return parallel.tp * parallel.pp if settings.enable_dp_attention else parallel.gpus
-
-    def check_tp(self, model, tp: int) -> None:
-        """configs/model_config.py get_num_kv_heads: max(1, heads // attn_tp); heads that neither divide nor
-        are divided by tp would give ranks unequal shards."""
-        super().check_tp(model, tp)
-
-    def pp_stages(self, num_layers: int, pp: int) -> list[range]:
-        """distributed/utils.py get_pp_indices (SGLang's, as vLLM's): the remainder before the last stage."""
-        return even_stages(num_layers, pp)
 
     # ---- the plan ---------------------------------------------------------------------------------------
     def plan(self, job):
@@ -147,9 +138,6 @@ class SglangEngine(Engine):
         from .buffers import batch_pools
 
         return batch_pools(plan, batch, model)
-
-    def refusal(self, plan, pool: int) -> str:
-        return f"engine sglang: {plan.model}: the {pool:,} B budget holds no token pool"
 
 
 def _prefill_graphs(model, pp: int) -> bool:
