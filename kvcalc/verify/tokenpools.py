@@ -33,6 +33,13 @@ from .measure import FILLS, _check_room, _copy_bandwidth, _counter, _memory, _Pr
 from .result import Check, FillInfo, Measured, Readback, Seconds, VerifyGroup, VerifyResult
 
 CHUNK = 4096  # tokens synthesised per write
+
+#: a token pool's record format -> the reference quantiser's writer: V3.2's rows as vLLM's V3.2 writers make them
+#: (SGLang's DSA pool keeps the same 656 B FlashMLA row and 132 B indexer key); DeepSeek V4's 584 B FlashMLA
+#: record in pages of all data then all scales (KVLayout.V4, the layout vLLM's V4 pages share) and its fp8
+#: indexer key, with the V4 writers' bf16 input rounding. SGLang's own writer kernels are not run: the bytes are
+#: kvcalc's reference records placed where SGLang's pools keep them.
+WRITERS = {**_V32_WRITERS, "fp8_ds_mla_v4": "fp8_ds_mla_v4", "fp8_indexer_v4": "fp8_indexer"}
 SLICE = 64 << 20  # bytes per slice of a whole-tensor pass (no full-size temporary)
 CACHE = 256 << 20  # bytes of records the first fill pass keeps for the second
 
@@ -142,7 +149,7 @@ def _records(torch, R, b, x):
     if b.format == "plain":
         rec = x.to(getattr(torch, b.dtype)).contiguous().view(torch.uint8)
     else:
-        rec = R.quantize_ref(x, _V32_WRITERS[b.format])
+        rec = R.quantize_ref(x, WRITERS[b.format])
     if rec.shape[1] != b.row_bytes:
         raise KvcalcError(f"plan: pool {b.name} keeps {b.row_bytes:,} B per token, its {b.format} row has "
                           f"{rec.shape[1]:,}")
@@ -166,7 +173,7 @@ def _write(torch, K, R, b, view, layer_pos: int, request: int, s: int, e: int, c
         if cache.get("bytes", 0) + rec.numel() <= CACHE:
             cache[key], cache["bytes"] = rec, cache.get("bytes", 0) + rec.numel()
     if b.paged_records:  # pages of all keys then all scales (the indexer)
-        fmt = _V32_WRITERS[b.format]
+        fmt = WRITERS[b.format]
         scatter(torch, rec, _bytes(torch, view), slots, b.page, K.get_format(fmt, b.width))
     else:
         first = b.first_slot(request) + s  # a request's rows are consecutive
@@ -216,7 +223,7 @@ def _readback(torch, K, R, run: _Run) -> list[Readback]:
             want = _records(torch, R, b, synth(torch, _salt(r, b.layers[0], b.index), pos, b.width))
             if b.paged_records:
                 got = gather(torch, _bytes(torch, view), slots, b.page,
-                             K.get_format(_V32_WRITERS[b.format], b.width))
+                             K.get_format(WRITERS[b.format], b.width))
             else:
                 got = _bytes(torch, view)[slots]
             out.append(Readback(request=r, group=b.index, component=b.name, layer=b.layers[0],
@@ -255,7 +262,7 @@ def _fill(torch, run: _Run, backend, progress: bool, plant_stray_write: bool) ->
     run.fill_info = FillInfo(
         writer="torch", chunk_tokens=CHUNK,
         jobs=sum(len(_picks(b, run.fill)) * run.pools.batch for b in run.pools.buffers),
-        formats={b.name: _V32_WRITERS.get(b.format, b.dtype) for b in run.pools.buffers},
+        formats={b.name: WRITERS.get(b.format, b.dtype) for b in run.pools.buffers},
         layers="every layer" if run.fill == "full" else "first and last layer of each pool",
         tokens_per_pass=total)
 

@@ -159,8 +159,10 @@ def test_refusals(cli):
         verify(plan("llama-3.1-8b", 1024, engine="exact"))
     with pytest.raises(KvcalcError, match="^tp: verify allocates one rank's token pools"):
         run("llama-3.1-8b", 64, engine="sglang", tp=2)
+    # V4's default SWA ratio 0.1 of 1,024 tokens leaves 0 SWA tokens, under window 128 + page 256
     r = cli("verify", "deepseek-v4-flash", "--engine", "sglang", "-c", "1k", "--fill", "none")
-    assert r.code == 2 and "use the vllm engine" in r.err
+    assert r.code == 2 and "SWA pool (0 tokens) cannot hold even one request" in r.err
+    assert "--swa-full-tokens-ratio" in r.err
 
 
 def test_the_result_round_trips_and_the_vllm_json_keeps_its_keys():
@@ -190,3 +192,73 @@ def test_cli_text_and_json(cli):
     r = cli("verify", "llama-3.1-8b", "--engine", "sglang", "-c", "64", "--fill", "none", "--json")
     assert r.code == 0, r.err
     assert r.json()["planned_bytes"] == 2 * 32 * 65 * 8 * 128 * 2
+
+
+def test_v4_flash_pools_allocated_as_deepseek_v4_token_to_kv_pool_by_hand():
+    """mem_cache/deepseek_v4_memory_pool.py on CUDA (KVLayout.V4, not unified): every pool is one uint8 or fp32
+    tensor per layer; a paged pool of size S on pages of p slots has ceil((S + 256) / p) pages (the padding page
+    counted at the 256-token logical page)."""
+    pytest.importorskip("triton")  # kvcalc_kernels' reference quantiser
+    from kvcalc.engines import get_engine
+    from kvcalc.verify import verify
+
+    sg = get_engine("sglang")
+    p = plan("deepseek-v4-flash", 2048, engine="sglang", settings=sg.settings({"swa_full_tokens_ratio": 0.5}))
+    out = verify(p, device="cpu", fill="sample")
+    g = {x.pool["name"]: x for x in out.groups}
+    # 1 request of 2,048 tokens: full 2,048; SWA int(2,048 x 0.5) = 1,024; c4 2,048 // 4 = 512 entries; c128 16;
+    # the c4 indexer c128 x 32 = 512; the c4 state 1,024 // 256 SWA pages x 8 rows = 32; max_running_requests =
+    # the batch, 1, so the c128 state (1 + 1) x 128 = 256 rows
+    assert [(x.pool["name"], x.blocks) for x in out.groups] == [
+        ("SWA KV Cache", 1024), ("c4 KV Cache", 512), ("c128 KV Cache", 16), ("c4 Indexer keys", 512),
+        ("c4 compressor state", 32), ("c4 indexer compressor state", 32), ("c128 compressor state", 256)]
+    # a V4 record is 448 fp8 + 64 bf16 + 8 B = 584 B; a page of p records rounded up to 576 B
+    assert -(-256 * 584 // 576) * 576 == 149_760 and -(-64 * 584 // 576) * 576 == 37_440
+    assert -(-2 * 584 // 576) * 576 == 1_728
+    shapes = {
+        "SWA KV Cache": [(1024 + 256) // 256, 149_760],  # 5 pages, all 43 layers
+        "c4 KV Cache": [(512 + 256) // 64, 37_440],  # 12 pages of 64 entries, 21 c4 layers
+        "c128 KV Cache": [(16 + 256) // 2, 1_728],  # 136 pages of 2 entries, 20 c128 layers
+        "c4 Indexer keys": [(512 + 256) // 64, 64 * 132],  # 12 pages of 64 x (128 fp8 + 4 B scale)
+        "c4 compressor state": [-(-(32 + 8 + 1) // 4) * 4, 2 * 2 * 512],  # 44 fp32 rows, overlapping windows
+        "c4 indexer compressor state": [44, 2 * 2 * 128],
+        "c128 compressor state": [-(-(256 + 128 + 1) // 128) * 128, 2 * 512],  # 512 rows
+    }
+    assert {k: x.pool["shape"] for k, x in g.items()} == shapes
+    total = (5 * 149_760 * 43 + 12 * 37_440 * 21 + 136 * 1_728 * 20 + 12 * 8_448 * 21 + 44 * 2_048 * 4 * 21
+             + 44 * 512 * 4 * 21 + 512 * 1_024 * 4 * 20)
+    assert out.planned_bytes == out.allocated_bytes == total == 99_867_136
+    # sample fill, the first and last layer of each pool: the last 128 tokens' records in the SWA cache,
+    # 512 / 16 compressed entries, 512 indexer keys, one ring of each state (8 rows for c4, 128 for c128)
+    assert [g[k].written_bytes for k in shapes] == [
+        2 * 128 * 584, 2 * 512 * 584, 2 * 16 * 584, 2 * 512 * 132, 2 * 8 * 2048 * 4, 2 * 8 * 512 * 4,
+        2 * 128 * 1024 * 4]
+    assert out.stray_written_bytes == 0 and out.readback and all(c.passed for c in out.readback)
+    assert out.fill_info.formats["c4 KV Cache"] == "fp8_ds_mla_v4"
+    assert out.fill_info.formats["c4 Indexer keys"] == "fp8_indexer"
+    assert out.verdict == "pass", _failed(out)
+
+
+def _v4_flash(**kw):
+    from kvcalc.engines import get_engine
+    from kvcalc.verify import verify
+
+    sg = get_engine("sglang")
+    p = plan("deepseek-v4-flash", 2048, engine="sglang", settings=sg.settings({"swa_full_tokens_ratio": 0.5}))
+    return verify(p, device="cpu", **kw)
+
+
+def test_v4_planted_faults_fail(monkeypatch):
+    out = _v4_flash(fill="none", plant_extra_pages=1)
+    # one page row more in every layer of the SWA cache: 43 x 149,760 B
+    assert out.allocated_bytes - out.planned_bytes == 43 * 149_760 and out.verdict == "fail"
+    pytest.importorskip("triton")
+    out = _v4_flash(fill="sample", plant_stray_write=True)
+    assert out.verdict == "fail" and _failed(out) == ["the padding page still holds the sentinel"]
+    # a writer that starts request 0 in page 0 writes as many bytes, into the padding page
+    from kvcalc.engines.sglang.buffers import Buffer
+
+    monkeypatch.setattr(Buffer, "first_slot", lambda self, r: 0)
+    out = _v4_flash(fill="sample")
+    assert out.written_bytes == out.expected_written_bytes
+    assert out.verdict == "fail" and "the padding page still holds the sentinel" in _failed(out)

@@ -26,8 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ...pool import GroupKind
-from ...specs import IndexerCache, MLALatent
+from ...specs import CompressedMLA, CompressorState, IndexerCache, MLALatent, SlidingWindowMLA
 from . import sizing as S
+from .dsv4 import V4Layout, V4Sizing, size_v4, v4_pools
 from .report import _pools
 
 #: a budget that never binds (GiB): the tokens come from max_total_tokens alone
@@ -60,10 +61,12 @@ class Buffer:
     first_position: int  # the position of a request's first kept row (SWA: context - window kept)
     bytes: int  # what SGLang allocates (report._pools)
     group: int  # the plan group holding these caches
+    request_pages: int = 0  # pages a request holds (0: its rows' pages); DeepSeek V4's compressed pools follow
+    #                         the full pool's pages: slot = full slot // ratio
 
     def first_slot(self, request: int) -> int:
         """The slot of ``request``'s first row: pages from 1, each request after the previous one's."""
-        per = -(-self.rows_per_request // self.page)
+        per = self.request_pages or -(-self.rows_per_request // self.page)
         return self.page * (1 + request * per)
 
     @property
@@ -167,22 +170,67 @@ def _state_buffers(plan, model, lay: S.Layout, z: S.Sizing, entry: dict) -> dict
                 format="plain", paged_records=False, rows_per_request=1, first_position=0)
 
 
+def _v4_fields(plan, model, lay: V4Layout, batch: int) -> tuple[list[dict], V4Sizing]:
+    """DeepSeek V4's tensors (:func:`.dsv4.v4_pools`) for ``batch`` requests: the pools sized with
+    max_total_tokens = batch x ceil_page(context), a budget that does not bind, and max_running_requests = the
+    batch unless set (the c128 state is sized by it). A request's rows: the last ``window`` tokens in the SWA
+    cache, ``context // r`` entries in a ratio-r pool (and the c4 indexer), in the pages that follow its full
+    pool's pages (slot = full slot // r); one ring of each compressor state (8 rows per SWA page for c4, 128 per
+    request slot for c128), its first page / slot after the padding page / slot 0."""
+    L = plan.context
+    mrr = plan.settings.max_running_requests or batch
+    lay = replace(lay, mrr_per_worker=max(1, mrr // plan.settings.attn_dp))
+    settings = replace(plan.settings, max_total_tokens=batch * S.ceil_page(L, lay.page))
+    z = size_v4(lay, _UNBOUNDED_GIB, settings)
+    kept, full_pages = min(L, lay.window), -(-L // lay.page)
+    comps = model.components
+
+    def of(cls, ratio: int, state: bool = False) -> tuple[str, ...]:
+        """The components of ``cls`` with this compress ratio (``state``: the compressor states of them)."""
+        def hit(c):
+            return isinstance(c, cls) and (ratio == 0 or getattr(c, "ratio", 0) == ratio)
+        kind = CompressorState if state else cls
+        return tuple(c for c in _components(plan, model, GroupKind.FULL, kind)
+                     if hit(comps[comps[c].compresses] if state else comps[c]))
+
+    out = []
+    for p in v4_pools(lay, z):
+        f = dict(name=p.name, layers=p.layers, shape=p.shape, tensor="layer", tokens=p.tokens, page=p.page,
+                 row_bytes=p.row_bytes, width=p.width, bytes=p.bytes, group=GroupKind.FULL)
+        if p.role == "state":
+            names = of(IndexerCache if "indexer" in p.name else CompressedMLA, p.ratio, state=True)
+            out.append(dict(f, kind="state", components=names, dtype="float32", store="float32", padding_rows=p.page,
+                            format="plain", paged_records=False, rows_per_request=p.page, first_position=0))
+            continue
+        if p.role == "swa":
+            names, rows, first, per = of(SlidingWindowMLA, 0), kept, L - kept, 0
+        else:
+            names = of(IndexerCache if p.role == "indexer" else CompressedMLA, p.ratio)
+            rows, first, per = L // p.ratio, 0, full_pages
+        out.append(dict(f, kind=f"window {lay.window}" if p.role == "swa" else "full", components=names,
+                        dtype="uint8", store="uint8", padding_rows=1, request_pages=per,
+                        format="fp8_indexer_v4" if p.role == "indexer" else "fp8_ds_mla_v4", paged_records=True,
+                        rows_per_request=rows, first_position=first))
+    return out, z
+
+
 def batch_pools(plan, batch: int, model) -> BatchPools:
     """The buffers SGLang allocates on this plan's rank to hold exactly ``batch`` requests of its context."""
     lay = plan.detail
-    if not isinstance(lay, S.Layout):
-        raise S.refuse(f"verify allocates SGLang's token, SWA and Mamba state pools; {plan.model}'s pools "
-                       f"({type(lay).__name__}) are not built for it yet: use the vllm engine")
-    z = _sizing(plan, lay, batch)
-    entries = _pools(lay, z)
-    fields = []
-    for e in entries:
-        build = (_state_buffers if e["name"].startswith("Mamba") else
-                 _kv_buffers if e["name"].endswith((" K", " V")) else _latent_buffers)
-        f = build(plan, model, lay, z, e)
-        dtype = e["dtype"].removeprefix("torch.")
-        fields.append(dict(f, name=e["name"], dtype=dtype, store="uint8" if dtype.startswith("float8") else dtype,
-                           bytes=e["bytes"]))
+    if isinstance(lay, V4Layout):
+        fields, z = _v4_fields(plan, model, lay, batch)
+        swa, slots, dtype = z.swa_tokens, 0, lay.kv_dtype
+    else:
+        z = _sizing(plan, lay, batch)
+        fields = []
+        for e in _pools(lay, z):
+            build = (_state_buffers if e["name"].startswith("Mamba") else
+                     _kv_buffers if e["name"].endswith((" K", " V")) else _latent_buffers)
+            f = build(plan, model, lay, z, e)
+            dtype = e["dtype"].removeprefix("torch.")
+            fields.append(dict(f, name=e["name"], dtype=dtype, store="uint8" if dtype.startswith("float8") else dtype,
+                               bytes=e["bytes"]))
+        swa, slots, dtype = z.swa_tokens, z.state_slots, lay.kv_dtype
     out = []
     for i, f in enumerate(fields):
         kind = f.pop("group")
@@ -196,5 +244,5 @@ def batch_pools(plan, batch: int, model) -> BatchPools:
                            f"request(s) keep ({b.rows_per_request:,} each, whole pages); raise "
                            "{{swa_full_tokens_ratio}} or the context")
         out.append(b)
-    return BatchPools(batch, plan.context, z.max_total_num_tokens, z.swa_tokens, z.state_slots,
-                      z.max_running_requests, lay.page, lay.kv_dtype, tuple(out))
+    return BatchPools(batch, plan.context, z.max_total_num_tokens, swa, slots, z.max_running_requests, lay.page, dtype,
+                      tuple(out))

@@ -44,6 +44,8 @@ class V4Layout:
     mrr_per_worker: int  # the request cap the fixed c128 state is sized for
     kv_dtype: str = "fp8_e4m3"
     kind: str = "dsv4"
+    layer_ids: tuple[int, ...] = ()  # the model layer of each entry of ``ratios``
+    notes: tuple[str, ...] = ()
 
     def n(self, ratio: int) -> int:
         return self.ratios.count(ratio)
@@ -53,10 +55,14 @@ class V4Layout:
         """qk_nope + 2 x qk_rope + 8: 584 for V4's 448 + 64."""
         return (self.head_dim - self.rope_dim) + 2 * self.rope_dim + V4_SCALE_BYTES
 
-    def paged(self, ratio: int = 0) -> float:
-        """_get_paged_kv_bytes_per_token: page_bytes(p) / p with p = page / ratio (page for the window)."""
+    def page_bytes(self, ratio: int = 0) -> int:
+        """KVLayout.page_bytes: a page of p = page / ratio tokens (page for the window), rounded up to 576 B."""
         p = self.page // ratio if ratio else self.page
-        return -(-p * self.kv_bytes // V4_PAGE_ALIGN) * V4_PAGE_ALIGN / p
+        return -(-p * self.kv_bytes // V4_PAGE_ALIGN) * V4_PAGE_ALIGN
+
+    def paged(self, ratio: int = 0) -> float:
+        """_get_paged_kv_bytes_per_token: page_bytes(p) / p."""
+        return self.page_bytes(ratio) / (self.page // ratio if ratio else self.page)
 
     @property
     def indexer_row(self) -> int:
@@ -89,7 +95,7 @@ class V4Layout:
 
 
 def v4_layout(model, precision: str, settings: Settings, stage_layers, attn_dp: int) -> V4Layout:
-    ratios = []
+    ratios, ids = [], []
     window = head = rope = idx = None
     for i, kind in enumerate(model.layers):
         if i not in stage_layers:
@@ -107,16 +113,19 @@ def v4_layout(model, precision: str, settings: Settings, stage_layers, attn_dp: 
             raise KvcalcError(f"engine sglang: compress ratio {r} is not modelled for SGLang {VERSION}'s DeepSeek V4 "
                               "pools (ratios 1 and 2 are V4.1's)")
         ratios.append(r)
+        ids.append(i)
     if precision not in ("fp8", None):
         raise KvcalcError(f"precision: kvcalc models SGLang {VERSION}'s DeepSeek V4 pools in fp8_e4m3 only (its "
                           f"kv-cache dtype auto for DeepseekV4ForCausalLM), got {precision!r}", param="precision")
-    page = settings.page_size or V4_PAGE
-    if page % 128:
-        raise KvcalcError(f"engine sglang: page_size must be multiple of 128 for compressed attention, got {page}")
+    notes = ()
+    page = V4_PAGE  # arg_groups/model_overrides/deepseek_v4.py declares it on CUDA whatever was asked
+    if settings.page_size not in (None, V4_PAGE):
+        notes = (f"SGLang {VERSION} replaces page_size {settings.page_size} with {V4_PAGE} for DeepSeek V4 on CUDA (it "
+                 f"logs 'Use dsv4 attention backend for DeepseekV4ForCausalLM, setting page_size to {V4_PAGE}.')",)
     mrr = settings.max_running_requests if settings.max_running_requests is not None else V4_MAX_RUNNING_REQUESTS
     return V4Layout(tuple(ratios), head, rope, idx or 128, window, page,
                     settings.swa_full_tokens_ratio if settings.swa_full_tokens_ratio is not None else V4_SWA_RATIO,
-                    max(1, mrr // attn_dp))
+                    max(1, mrr // attn_dp), layer_ids=tuple(ids), notes=notes)
 
 
 @dataclass(frozen=True)
@@ -156,3 +165,75 @@ def size_v4(lay: V4Layout, rest_gib: float, settings: Settings) -> V4Sizing:
     return V4Sizing(available, fixed, full, swa, full // 4, full // 128,
                     swa // lay.page * (RING[4] if lay.n(4) else 0), (mrr + 1) * RING[128] if lay.n(128) else 0, mrr,
                     user_tokens_above_profile=above)
+
+
+# ---- the tensors DeepSeekV4TokenToKVPool allocates ----------------------------------------------------------
+@dataclass(frozen=True)
+class V4Pool:
+    """One pool of ``mem_cache/deepseek_v4_memory_pool.py`` on one rank: its per-layer tensor and what it holds."""
+
+    name: str
+    role: str  # "swa", "c4", "c128", "indexer", "state" (compressor state)
+    ratio: int  # the compress ratio of its layers (0: every layer, the SWA cache)
+    dtype: str  # torch dtype of the tensor
+    shape: tuple[int, int]  # one layer's tensor
+    layers: tuple[int, ...]  # model layer indices
+    tokens: int  # the slots SGLang sizes it for (its ``size``): tokens, compressed entries or state rows
+    page: int  # slots per page (a state pool: rows per ring)
+    row_bytes: int  # bytes one slot holds (a paged pool: the record, its page padding apart)
+    width: int  # values one slot holds
+
+    @property
+    def bytes(self) -> int:
+        size = 4 if self.dtype == "torch.float32" else 1
+        return self.shape[0] * self.shape[1] * size * len(self.layers)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "layers": len(self.layers),
+                "tokens": self.tokens, "bytes": self.bytes}
+
+
+def _pages(size: int, page: int) -> int:
+    """_num_dsv4_physical_kv_pages: ceil((size + the 256-token logical page) / page): the allocator's padding
+    page, counted at the logical page size, so a compressed pool keeps 256 // ratio padding slots."""
+    return -(-(size + V4_PAGE) // page)
+
+
+def v4_pools(lay: V4Layout, z: "V4Sizing") -> list[V4Pool]:
+    """The tensors, in the order DeepSeekV4TokenToKVPool creates them (CUDA, KVLayout.V4, not unified, no
+    HiSparse, no speculative decoding):
+
+    * the SWA cache (``DeepSeekV4SingleKVPool``, every layer): ``(pages, page_bytes(256))`` uint8, pages =
+      ceil((swa + 256) / 256), ``page_bytes`` = 256 x 584 B rounded up to 576 B (``KVLayout.page_bytes``);
+    * per compress ratio r (``_init_compressed_pools``): ``size`` = full // r entries in pages of 256 // r;
+    * the c4 indexer keys (``DeepSeekV4IndexerPool``): size = c128 x 32 (``c4_logical_size``), pages of 64
+      entries of 132 B (128 fp8 + one fp32 scale per 128), the same page count rule;
+    * the compressor states (``_init_paged_compress_states`` -> ``CompressStatePool``): fp32 rows of
+      ``2 x (1 + overlap) x head dim`` (c4 overlaps: 4 x 512 for the attention state, 4 x 128 for the
+      indexer's; c128: 2 x 512), ``size + ring + 1`` rows padded to the ratio. The c4 states are addressed by
+      SWA page (size = swa // 256 x 8); the c128 state by request slot (size = (max_running_requests + 1) x
+      128, the request-to-token pool's rows: ``ReqToTokenPool`` allocates ``size + 1``)."""
+    a, idx = lay.head_dim, lay.indexer_dim
+    ids = lambda r: tuple(i for i, x in zip(lay.layer_ids, lay.ratios) if x == r)  # noqa: E731
+    out = [V4Pool("SWA KV Cache", "swa", 0, "torch.uint8", (_pages(z.swa_tokens, lay.page), lay.page_bytes()),
+                  tuple(lay.layer_ids), z.swa_tokens, lay.page, lay.kv_bytes, a)]
+    sizes = {4: z.c4_tokens, 128: z.c128_tokens}
+    for r in (4, 128):
+        if lay.n(r):
+            p = lay.page // r
+            out.append(V4Pool(f"c{r} KV Cache", f"c{r}", r, "torch.uint8", (_pages(sizes[r], p), lay.page_bytes(r)),
+                              ids(r), sizes[r], p, lay.kv_bytes, a))
+    if lay.n(4):
+        p, size = lay.page // 4, z.c128_tokens * 32
+        out.append(V4Pool("c4 Indexer keys", "indexer", 4, "torch.uint8", (_pages(size, p), p * lay.indexer_row),
+                          ids(4), size, p, lay.indexer_row, idx))
+    for r, name, dim, size in ((4, "c4 compressor state", a, z.c4_state), (4, "c4 indexer compressor state", idx,
+                                                                             z.c4_state),
+                               (128, "c128 compressor state", a, z.c128_state)):
+        if lay.n(r):
+            ring = RING[r]
+            rows = -(-(size + ring + 1) // r) * r
+            width = 2 * (2 if r == 4 else 1) * dim
+            out.append(V4Pool(name, "state", r, "torch.float32", (rows, width), ids(r), size, ring, width * STATE_BYTES,
+                              width))
+    return out

@@ -163,7 +163,7 @@ def _v4_plan(job, lay) -> PoolPlan:
             "max_running_requests": lay.mrr_per_worker, "attn_dp_size": job.settings.attn_dp}
     return PoolPlan(NAME, VERSION, job.model.name, job.precision.name if job.precision_asked else "fp8", L,
                     job.settings, used, PoolLayout.BLOCK_OUTERMOST, "DSV4PoolConfigurator (ratio mode)", 0, (group,),
-                    group.page_bytes, 1, job.total, (), lambda ctx: (-(-ctx // page),), detail=lay)
+                    group.page_bytes, 1, job.total, lay.notes, lambda ctx: (-(-ctx // page),), detail=lay)
 
 
 def _pool_plan(job, lay: S.Layout) -> PoolPlan:

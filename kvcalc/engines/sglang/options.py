@@ -13,12 +13,15 @@ OPTIONS = (
     Option("mem_fraction_static", "--mem-fraction-static", "SGLang: the fraction of the memory free before the "
            "weights load that weights and KV pools may take (default: SGLang's heuristic for the GPU and layout).",
            float, minimum=0.0001, maximum=1),
-    Option("page_size", "--page-size", "SGLang: tokens per page (default 1 on Hopper; 64 for DeepSeek DSA).", int,
-           minimum=1, maximum=1 << 20),
+    Option("page_size", "--page-size", "SGLang: tokens per page (default 1 on Hopper; DeepSeek DSA and V4 get 64 "
+           "and 256 whatever is asked, as SGLang's model overrides set them).", int, minimum=1, maximum=1 << 20,
+           commands=("capacity", "verify")),
     Option("swa_full_tokens_ratio", "--swa-full-tokens-ratio", "SGLang: SWA-pool tokens per full-pool token for "
-           "split sliding-window pools (default 0.8).", float, minimum=0.0001, maximum=1),
+           "split sliding-window pools (default 0.8; 0.1 for DeepSeek V4).", float, minimum=0.0001, maximum=1,
+           commands=("capacity", "verify")),
     Option("max_running_requests", "--max-running-requests", "SGLang: the running-request cap (default: from the "
-           "token pool, 2048 to 4096).", int, minimum=1, maximum=1 << 24),
+           "token pool, 2048 to 4096; 256 for DeepSeek V4; verify: the batch).", int, minimum=1, maximum=1 << 24,
+           commands=("capacity", "verify")),
     Option("max_total_tokens", "--max-total-tokens", "SGLang: a cap on max_total_num_tokens.", int, minimum=1,
            maximum=1 << 40),
     Option("enable_dp_attention", "--enable-dp-attention", "SGLang: with --dp N, attention data parallelism over "

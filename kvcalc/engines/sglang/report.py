@@ -8,7 +8,7 @@ from ...units import GIB, format_bytes
 from ..base import Fit
 from . import sizing as S
 from .defaults import DEFAULT_MAX_PREFILL_TOKENS, SWA_EVICTION_INTERVAL, VERSION
-from .dsv4 import RING, V4Layout, size_v4
+from .dsv4 import RING, V4Layout, size_v4, v4_pools
 
 DEFAULT_CHUNK = 8192
 
@@ -140,9 +140,7 @@ def fit(engine, plans, pool: int, settings, parallel) -> Fit:
     if z.user_tokens_above_profile:
         notes.append(f"max_total_tokens={settings.max_total_tokens} is larger than the profiled value; SGLang uses "
                      "the profiled value")
-    table = (("pool", "dtype", "shape per layer", "layers", "#tokens", "bytes"),
-             tuple((x["name"], x["dtype"], "(" + ", ".join(f"{d:,}" for d in x["shape"]) + ")", str(x["layers"]),
-                    f"{x['tokens']:,}" if x["tokens"] is not None else "-", format_bytes(x["bytes"])) for x in pools))
+    table = _table(pools)
     cell = lay.cell
     json = {
         "kv_budget_bytes": pool,
@@ -163,6 +161,12 @@ def fit(engine, plans, pool: int, settings, parallel) -> Fit:
     }
     return Fit(z.max_total_num_tokens // lay.page, fits, z.max_total_num_tokens / L, z.max_total_num_tokens,
                tuple(lines), table, json, log_line=_log_lines(lay, z, pools, L, chunk)[-1], notes=tuple(notes))
+
+
+def _table(pools: list[dict]) -> tuple:
+    return (("pool", "dtype", "shape per layer", "layers", "#tokens", "bytes"),
+            tuple((x["name"], x["dtype"], "(" + ", ".join(f"{d:,}" for d in x["shape"]) + ")", str(x["layers"]),
+                   f"{x['tokens']:,}" if x["tokens"] is not None else "-", format_bytes(x["bytes"])) for x in pools))
 
 
 def _why(lay: S.Layout, z: S.Sizing, pool: int, L: int, limits: dict, binding: str) -> list[str]:
@@ -202,21 +206,8 @@ def _v4_limits(lay: V4Layout, z, L: int) -> dict[str, int]:
 
 
 def _v4_pools(lay: V4Layout, z) -> list[dict]:
-    """The pools by token count, with the bytes DSV4PoolConfigurator prices them at (DeepSeekV4TokenToKVPool's
-    own tensor shapes are not modelled)."""
-    c4_state = 2 * 2 * lay.head_dim * 4 + 2 * 2 * lay.indexer_dim * 4
-    return [
-        {"name": "SWA KV (every layer)", "dtype": "torch.uint8", "tokens": z.swa_tokens, "layers": len(lay.ratios),
-         "bytes": int(z.swa_tokens * lay.paged() * len(lay.ratios))},
-        {"name": "c4 entries + indexer", "dtype": "torch.uint8", "tokens": z.c4_tokens, "layers": lay.n(4),
-         "bytes": int(z.max_total_num_tokens * (lay.paged(4) + lay.indexer_row) / 4 * lay.n(4))},
-        {"name": "c128 entries", "dtype": "torch.uint8", "tokens": z.c128_tokens, "layers": lay.n(128),
-         "bytes": int(z.max_total_num_tokens * lay.paged(128) / 128 * lay.n(128))},
-        {"name": "c4 compressor state", "dtype": "torch.float32", "tokens": z.c4_state, "layers": lay.n(4),
-         "bytes": int(z.swa_tokens * (RING[4] if lay.n(4) else 0) / lay.page * c4_state * lay.n(4))},
-        {"name": "c128 compressor state", "dtype": "torch.float32", "tokens": z.c128_state, "layers": lay.n(128),
-         "bytes": z.fixed_bytes},
-    ]
+    """The tensors DeepSeekV4TokenToKVPool allocates (:func:`.dsv4.v4_pools`)."""
+    return [p.to_json() for p in v4_pools(lay, z)]
 
 
 def _fit_v4(plans, pool: int, settings) -> Fit:
@@ -239,6 +230,10 @@ def _fit_v4(plans, pool: int, settings) -> Fit:
            f"c4_state_fixed=0.00 GB, full_token={z.max_total_num_tokens}",
            f"DSV4 pool sizes: full={z.max_total_num_tokens}, swa={z.swa_tokens}, c4={z.c4_tokens}, "
            f"c128={z.c128_tokens}, c4_state={z.c4_state}, c128_state=0",
+           f"Initialize DeepSeekV4TokenToKVPool with max_num_reqs={z.max_running_requests} swa_size={z.swa_tokens} "
+           f"c4_size={z.c4_tokens} c4_logical_size={z.c128_tokens * 32} c128_size={z.c128_tokens} c4_state_pool_size="
+           f"{z.c4_state} c128_state_pool_size={z.c128_state} unified=False unified_fp8=False",
+           "DSV4 SWA storage: worker=target, storage=paged, paged_allocator=True",
            f"max_total_num_tokens={z.max_total_num_tokens}, chunked_prefill_size={chunk}, max_prefill_tokens="
            f"{DEFAULT_MAX_PREFILL_TOKENS}, max_running_requests={z.max_running_requests}, context_len={L}"]
     lines = [f"SGLang would log: {line}" for line in log]
@@ -249,9 +244,7 @@ def _fit_v4(plans, pool: int, settings) -> Fit:
               f"{lay.page}-token page.",
               f"Requests of {L:,} tokens per replica: " + ", ".join(f"{k} {v:,}" for k, v in limits.items())
               + f"; the {binding} binds."]
-    table = (("pool", "dtype", "layers", "", "#tokens / rows", "bytes"),
-             tuple((x["name"], x["dtype"], str(x["layers"]), "", f"{x['tokens']:,}", format_bytes(x["bytes"]))
-                   for x in pools))
+    table = _table(pools)
     json = {"kv_budget_bytes": pool, "kv_available_bytes": z.available_bytes,
             "cell_size_bytes": lay.bytes_per_full_token, "cell_size_fractional": True,
             "max_total_num_tokens": z.max_total_num_tokens, "swa_max_total_num_tokens": z.swa_tokens,
@@ -261,8 +254,9 @@ def _fit_v4(plans, pool: int, settings) -> Fit:
             "c4_state_pool_size": z.c4_state, "c128_state_pool_size": z.c128_state,
             "c128_state_fixed_bytes": z.fixed_bytes, "pools": pools, "requests_limited_by": binding,
             "limits": limits}
-    notes = ("bytes as DSV4PoolConfigurator prices each pool; the tensor shapes of DeepSeekV4TokenToKVPool are not "
-             "modelled",)
+    notes = (f"the pools as DeepSeekV4TokenToKVPool allocates them, {format_bytes(sum(x['bytes'] for x in pools))} in "
+             f"all; DSV4PoolConfigurator priced them at {format_bytes(z.available_bytes)} (it counts each page's "
+             "bytes per token, without the padding pages and the state pools' spare rows)",)
     if z.user_tokens_above_profile:
         notes += (f"max_total_tokens={settings.max_total_tokens} is larger than the profiled value; SGLang uses "
                   "the profiled value",)

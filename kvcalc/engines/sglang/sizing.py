@@ -166,7 +166,11 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
         dense, sliding = full, []
     page = settings.page_size or (DSA_PAGE if dsa else 1)
     if dsa and page != DSA_PAGE:
-        raise refuse(f"DSA requires 64-token physical pages on CUDA (SGLang {VERSION}), got page_size {page}")
+        # arg_groups/model_overrides/deepseek_v2.py: the override declares page_size = 64 x index_kpool on CUDA,
+        # unconditionally, and a declaration is the last writer (arg_groups/overrides.py)
+        notes.append(f"SGLang {VERSION} replaces page_size {page} with {DSA_PAGE} for DeepSeek DSA on CUDA (it logs "
+                     f"'Setting page size to {DSA_PAGE} for DeepSeek DSA.')")
+        page = DSA_PAGE
     first = (dense or sliding or [(None, None)])[0][1]
     swa = sliding[0][1] if sliding else None
     mla_dim = 0

@@ -79,8 +79,10 @@ def test_mla_is_replicated_and_dsa_adds_its_indexer_on_64_token_pages():
                    parallel=Parallel(tp=8)).fit.json
     # fp8 packs 512 fp8 + 512 // 128 x 4 B scales + 64 x 2 B RoPE = 656 B
     assert fp8["cell_size_bytes"] == 656 * 61 + 132 * 61 == 48068 and fp8["kv_cache_dtype"] == "fp8_e4m3"
-    with pytest.raises(KvcalcError, match="DSA requires 64-token physical pages"):
-        cap("deepseek-v3.2", 131072, tp=8, page_size=1)
+    # deepseek_v2.py's override declares page_size 64 on CUDA whatever was asked (a declaration is the last writer)
+    one = cap("deepseek-v3.2", 131072, tp=8, page_size=1)
+    assert one.fit.json["page_size"] == 64 and one.fit.json["max_total_num_tokens"] == 548352
+    assert any("replaces page_size 1 with 64 for DeepSeek DSA" in n for n in one.plan.notes)
 
 
 def test_gpt_oss_splits_full_and_swa_pools():
@@ -219,8 +221,39 @@ def test_deepseek_v4_pools_by_dsv4_pool_configurator():
     # the model override's 256 running requests; the c128 state pool holds (256 + 1) x 128 rows
     assert j["max_running_requests"] == 256 and j["c128_state_pool_size"] == 257 * 128
     assert j["kv_cache_dtype"] == "fp8_e4m3" and j["page_size"] == 256
-    with pytest.raises(KvcalcError, match="page_size must be multiple of 128 for compressed attention"):
-        cap("deepseek-v4-pro", 1 << 20, tp=8, page_size=64)
+    # deepseek_v4.py's override declares page_size 256 on CUDA whatever was asked
+    other = cap("deepseek-v4-pro", 1 << 20, tp=8, page_size=64)
+    assert other.fit.json["page_size"] == 256 and other.fit.json["max_total_num_tokens"] == tokens
+    assert any("replaces page_size 64 with 256 for DeepSeek V4" in n for n in other.plan.notes)
+
+
+def test_deepseek_v4_pools_as_deepseek_v4_token_to_kv_pool_allocates_them():
+    c = cap("deepseek-v4-pro", 1 << 20, tp=8)
+    j = c.fit.json
+    full, swa = j["max_total_num_tokens"], j["swa_max_total_num_tokens"]
+    c4, c128 = full // 4, full // 128
+    # _num_dsv4_physical_kv_pages: ceil((size + 256) / page) pages of KVLayout.page_bytes(page) per layer
+    pages = lambda size, p: -(-(size + 256) // p)  # noqa: E731
+    want = [
+        ("SWA KV Cache", [pages(swa, 256), 260 * 576], 61, swa),
+        ("c4 KV Cache", [pages(c4, 64), 65 * 576], 30, c4),
+        ("c128 KV Cache", [pages(c128, 2), 3 * 576], 31, c128),
+        # DeepSeekV4IndexerPool: c4_logical_size = c128 x 32, pages of 64 x 132 B
+        ("c4 Indexer keys", [pages(c128 * 32, 64), 64 * 132], 30, c128 * 32),
+        # CompressStatePool: size + ring + 1 rows padded to the ratio, fp32 rows of 2 x (1 + overlap) x dim
+        ("c4 compressor state", [-(-(swa // 256 * 8 + 9) // 4) * 4, 2048], 30, swa // 256 * 8),
+        ("c4 indexer compressor state", [-(-(swa // 256 * 8 + 9) // 4) * 4, 512], 30, swa // 256 * 8),
+        ("c128 compressor state", [-(-(257 * 128 + 129) // 128) * 128, 1024], 31, 257 * 128),
+    ]
+    assert [(x["name"], x["shape"], x["layers"], x["tokens"]) for x in j["pools"]] == want
+    size = {"torch.uint8": 1, "torch.float32": 4}
+    assert all(x["bytes"] == x["shape"][0] * x["shape"][1] * x["layers"] * size[x["dtype"]] for x in j["pools"])
+    # the c128 state allocated is the one the budget paid for first: 259 x 128 rows x 1,024 fp32 x 31 layers
+    assert j["pools"][-1]["bytes"] == j["c128_state_fixed_bytes"] == 259 * 128 * 1024 * 4 * 31
+    assert any(line.endswith(f"Initialize DeepSeekV4TokenToKVPool with max_num_reqs=256 swa_size={swa} "
+                             f"c4_size={c4} c4_logical_size={c128 * 32} c128_size={c128} c4_state_pool_size="
+                             f"{swa // 256 * 8} c128_state_pool_size={257 * 128} unified=False unified_fp8=False")
+               for line in c.fit.lines)
 
 
 def test_deepseek_v4_default_mem_fraction_static_has_no_prefill_graphs():
