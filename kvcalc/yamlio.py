@@ -35,6 +35,65 @@ def _construct_mapping(loader, node, deep=False):
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _refuse_tag(loader, node):
+    """Sets, binary blobs and ordered pairs are not values a config holds (they are not JSON either): refused
+    where they stand, so no later lookup meets an unhashable or unprintable value."""
+    raise yaml.constructor.ConstructorError(
+        None, None, f"{node.tag.rsplit(':', 1)[-1]} values are not allowed in a kvcalc config (plain mappings, "
+        "lists, strings, numbers and booleans only)", node.start_mark)
+
+
+def _timestamp_as_text(loader, node):
+    """A date or time stays the text it was written as (a config has no date fields; `2026-04-24` in a source
+    is text)."""
+    return str(node.value)
+
+
+for _tag in ("set", "binary", "omap", "pairs"):
+    _StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
+
+
+#: values a document may hold once its aliases are expanded; a kvcalc config holds a few thousand (10,000
+#: layers at most), so this only refuses alias bombs (a 600-byte file of nested aliases expands to 10^9 values)
+MAX_YAML_VALUES = 1_000_000
+
+
+def _check_expansion(root, path) -> None:
+    """Refuse a document whose aliases expand past MAX_YAML_VALUES values, or refer to themselves, before
+    anything is built from it (the composed nodes share aliased subtrees; nothing is expanded here)."""
+    size: dict[int, int] = {}
+    stack = [(root, False)]
+    open_ = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_.discard(key)
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            if size[key] > MAX_YAML_VALUES:
+                raise KvcalcError(f"{path}: its aliases expand to more than {MAX_YAML_VALUES:,} values; not a "
+                                  "kvcalc config (an alias bomb?)")
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise KvcalcError(f"{path}: an alias refers to the value that contains it (a recursive structure); "
+                              "not a kvcalc config")
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((k, False) for k in _children(node) if id(k) not in size)
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [x for pair in node.value for x in pair]
+    return []
+
+
 def load_yaml(path: Path):
     """Parse ``path`` with safe loading; any problem becomes a KvcalcError naming the file."""
     try:
@@ -46,7 +105,15 @@ def load_yaml(path: Path):
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise KvcalcError(f"{str(path)[:200]!r}: cannot read: {exc}") from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        loader = _StrictLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_expansion(node, path)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)

@@ -349,6 +349,9 @@ def _used_precisions(ctx: _Ctx, data: dict, components: dict[str, CacheSpec], ki
     unused = [k for k in kinds if k not in set(layers) | set(mtp)]
     if unused:
         raise ctx.err(f"layer_kinds.{unused[0]}", "declared but used by no layer")
+    idle = [c for c in components if c not in used]
+    if idle:  # it would be stored in no layer, so no precision is checked for it: refused like an unused kind
+        raise ctx.err(f"components.{idle[0]}", "declared but used by no layer kind")
     precisions = _precisions(ctx, data["precisions"], roles, {c: comp for c, comp in components.items() if c in used})
     default = ctx.name(data["default_precision"], "default_precision")
     if default not in precisions:

@@ -9,7 +9,7 @@ _V4_SRC = "vLLM models/deepseek_v4/compressor.py (overlap = compress_ratio == 4:
 
 
 def import_v4(fields: _Fields, mt: str) -> dict:
-    n = fields.int("num_hidden_layers")
+    n = fields.layers()
     ratios = fields.raw("compress_ratios")
     mtp = fields.int("num_nextn_predict_layers", minimum=0, default=0)
     if not isinstance(ratios, list) or len(ratios) not in (n, n + mtp):

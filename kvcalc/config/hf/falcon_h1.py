@@ -6,7 +6,7 @@ from .fields import _Fields, _attention, _hybrid_precisions
 
 
 def import_falcon_h1(fields: _Fields, mt: str) -> dict:
-    n = fields.int("num_hidden_layers")
+    n = fields.layers()
     hidden = fields.int("hidden_size")
     if fields.has("mamba_d_ssm"):
         inter = fields.value("mamba_d_ssm")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import KvcalcError
+from ..schema import MAX_INT, MAX_LAYERS
 
 
 def _fail(msg: str) -> KvcalcError:
@@ -32,18 +33,56 @@ class _Fields:
         v = self.cfg.get(key)
         return default if v is None else v
 
-    def int(self, key: str, minimum: int = 1, default: int | None = None) -> int:
+    def where(self, key: str) -> str:
+        return f"{self.file}: {self.prefix}{key}"
+
+    def int(self, key: str, minimum: int = 1, default: int | None = None, maximum: int = MAX_INT) -> int:
         v = self.cfg.get(key)
         if v is None:
             if default is not None:
                 return default
-            raise _fail(f"{self.file}: {self.prefix}{key}: required for this model type, missing")
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum or v > 1 << 40:
-            raise _fail(f"{self.file}: {self.prefix}{key}: expected an integer >= {minimum}, got {v!r}")
+            raise _fail(f"{self.where(key)}: required for this model type, missing")
+        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= maximum:
+            raise _fail(f"{self.where(key)}: expected an integer from {minimum} to {maximum:,}, got {_show(v)}")
         return v
 
     def value(self, key: str, minimum: int = 1) -> dict:
         return {"value": self.int(key, minimum), "source": self.src(key)}
+
+    def layers(self) -> int:
+        """num_hidden_layers, checked against the loader's layer cap before any per-layer list is built."""
+        return self.int("num_hidden_layers", maximum=MAX_LAYERS)
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        """A boolean field (a string such as "false" is refused, not taken as true)."""
+        v = self.cfg.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise _fail(f"{self.where(key)}: expected true or false, got {_show(v)}")
+        return v
+
+    def listed(self, key: str, n: int | None = None, what: str = "values") -> list | None:
+        """A list field (None when absent); with ``n``, exactly n entries."""
+        v = self.cfg.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, list) or (n is not None and len(v) != n):
+            got = f"{len(v)} entries" if isinstance(v, list) else _show(v)
+            raise _fail(f"{self.where(key)}: must list {n if n is not None else 'the'} {what}"
+                        + (" (num_hidden_layers)" if n is not None else "") + f", got {got}")
+        return v
+
+
+def _show(v: Any) -> str:
+    """A value for an error message, bounded: its type, and its text when short."""
+    if isinstance(v, (dict, list)):
+        return f"a {'mapping' if isinstance(v, dict) else 'list'} of {len(v)} entries"
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 200:
+        return f"an integer of {v.bit_length():,} bits"
+    text = repr(v)
+    text = f"{text[:60]}{'...' if len(text) > 60 else ''}"
+    return text if isinstance(v, str) else f"{type(v).__name__} {text}"
 
 
 def _gqa_precisions(fields: _Fields) -> dict:
@@ -67,7 +106,13 @@ def _head_dim(fields: _Fields) -> dict:
 
 def _kv_heads(fields: _Fields) -> dict:
     if fields.has("num_key_value_heads"):
-        return fields.value("num_key_value_heads")
+        kv = fields.value("num_key_value_heads")
+        if fields.has("num_attention_heads"):  # every GQA attention module asserts this
+            heads = fields.int("num_attention_heads")
+            if kv["value"] > heads or heads % kv["value"]:
+                raise _fail(f"{fields.where('num_key_value_heads')}: {kv['value']} KV heads must divide "
+                            f"num_attention_heads {heads} (each KV head serves a whole group of query heads)")
+        return kv
     return {"value": fields.int("num_attention_heads"),
             "source": f"{fields.src('num_attention_heads')} (no num_key_value_heads: one KV head per query head)"}
 
@@ -98,6 +143,6 @@ def _ssm_dtype(fields: _Fields, key: str) -> str | None:
     ssm = fields.raw(key)
     if ssm is None:
         return None
-    if ssm not in _DTYPES:
-        raise _fail(f"{fields.file}: {fields.prefix}{key}: {ssm!r} is not one of {', '.join(_DTYPES)}")
+    if not isinstance(ssm, str) or ssm not in _DTYPES:
+        raise _fail(f"{fields.where(key)}: {_show(ssm)} is not one of {', '.join(_DTYPES)}")
     return _DTYPES[ssm]

@@ -3,20 +3,17 @@ phi3, gemma, gemma2, gemma3, gpt_oss."""
 
 from __future__ import annotations
 
-from .fields import _Fields, _fail, _gqa_precisions, _head_dim, _kv_heads
+from .fields import _Fields, _fail, _gqa_precisions, _head_dim, _kv_heads, _show
 
 
 def _layer_types(fields: _Fields, mt: str, n: int) -> tuple[list[str], str]:
     """Per-layer 'full_attention' / 'sliding_attention', and where that came from."""
-    lt = fields.raw("layer_types")
+    lt = fields.listed("layer_types", n, "layer types")
     if lt is not None:
-        if not isinstance(lt, list) or len(lt) != n:
-            raise _fail(f"{fields.file}: {fields.prefix}layer_types: must list {n} layer types (num_hidden_layers), "
-                        f"got {len(lt) if isinstance(lt, list) else type(lt).__name__}")
         for i, t in enumerate(lt):
-            if t not in ("full_attention", "sliding_attention"):
-                raise _fail(f"{fields.file}: {fields.prefix}layer_types[{i}]: {t!r} has no kvcalc cache kind yet "
-                            "(known: full_attention, sliding_attention)")
+            if not isinstance(t, str) or t not in ("full_attention", "sliding_attention"):
+                raise _fail(f"{fields.file}: {fields.prefix}layer_types[{i}]: {_show(t)} has no kvcalc cache kind "
+                            "yet (known: full_attention, sliding_attention)")
         return list(lt), fields.src("layer_types")
     if mt == "gemma2":
         return (["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)],
@@ -29,7 +26,7 @@ def _layer_types(fields: _Fields, mt: str, n: int) -> tuple[list[str], str]:
         return ["sliding_attention" if (i + 1) % k else "full_attention" for i in range(n)], \
             f"{how}: every {k}th layer global"
     if mt in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
-        if fields.raw("use_sliding_window", False) and fields.has("sliding_window"):
+        if fields.flag("use_sliding_window") and fields.has("sliding_window"):
             m = fields.int("max_window_layers", minimum=0)
             return (["sliding_attention" if i >= m else "full_attention" for i in range(n)],
                     f"{fields.src('use_sliding_window')} true: layers from max_window_layers ({m}) on slide "
@@ -43,7 +40,7 @@ def _layer_types(fields: _Fields, mt: str, n: int) -> tuple[list[str], str]:
 
 
 def import_gqa(fields: _Fields, mt: str) -> dict:
-    n = fields.int("num_hidden_layers")
+    n = fields.layers()
     types, how = _layer_types(fields, mt, n)
     kv, hd = _kv_heads(fields), _head_dim(fields)
     comps: dict = {}

@@ -6,7 +6,7 @@ from .fields import _Fields, _attention, _hybrid_precisions
 
 
 def import_jamba(fields: _Fields, mt: str) -> dict:
-    n = fields.int("num_hidden_layers")
+    n = fields.layers()
     period, offset = fields.int("attn_layer_period"), fields.int("attn_layer_offset", minimum=0)
     hidden, expand = fields.int("hidden_size"), fields.int("mamba_expand")
     types = ["attention" if i % period == offset else "mamba" for i in range(n)]

@@ -12,7 +12,7 @@ _KDA_SRC = ("vLLM 0.33 MambaStateShapeCalculator.kda_state_shape (conv over q, k
 def import_kimi_linear(fields: _Fields, mt: str) -> dict:
     """Kimi-Linear: layer i (from 0) is a Kimi Delta Attention layer when i + 1 is in
     ``linear_attn_config.kda_layers`` (vLLM KimiLinearConfig.is_kda_layer), an MLA layer otherwise."""
-    n = fields.int("num_hidden_layers")
+    n = fields.layers()
     lac = fields.raw("linear_attn_config")
     where = f"{fields.file}: {fields.prefix}linear_attn_config"
     if not isinstance(lac, dict):
@@ -23,9 +23,10 @@ def import_kimi_linear(fields: _Fields, mt: str) -> dict:
             or len(set(kda)) != len(kda):
         raise _fail(f"{where}.kda_layers: must list distinct layer numbers from 1 to {n} (num_hidden_layers)")
     full = lac.get("full_attn_layers")  # vLLM's KimiLinearConfig asserts both lists are there
-    if not isinstance(full, list) or sorted(set(full) | set(kda)) != list(range(1, n + 1)) or set(full) & set(kda):
+    if not isinstance(full, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in full) \
+            or sorted(set(full) | set(kda)) != list(range(1, n + 1)) or set(full) & set(kda):
         raise _fail(f"{where}.full_attn_layers: with kda_layers must number every layer 1 to {n} exactly once")
-    if lac.get("use_full_rank_gate"):
+    if lac.get("use_full_rank_gate") not in (None, False):
         raise _fail(f"{where}.use_full_rank_gate: Kimi-K3's KDA layer (FlashKDA prefill checkpoints) is not "
                     "modelled; kvcalc imports Kimi-Linear's")
     sub_fields = _Fields(lac, fields.file)

@@ -7,11 +7,11 @@ from .fields import _Fields, _attention, _fail, _gqa_precisions
 
 
 def import_llama4(fields: _Fields, mt: str) -> dict:
-    n = fields.int("num_hidden_layers")
+    n = fields.layers()
     chunk = fields.value("attention_chunk_size")
     nr = fields.raw("no_rope_layers")
-    if nr:
-        if not isinstance(nr, list) or len(nr) != n or any(v not in (0, 1) or isinstance(v, bool) for v in nr):
+    if nr is not None and nr != []:
+        if not isinstance(nr, list) or len(nr) != n or any(isinstance(v, bool) or v not in (0, 1) for v in nr):
             raise _fail(f"{fields.file}: {fields.prefix}no_rope_layers: must list {n} values of 0 (NoPE) or 1 (RoPE)")
         rope, how = list(nr), fields.src("no_rope_layers")
     else:

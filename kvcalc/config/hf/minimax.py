@@ -6,9 +6,9 @@ from .fields import _Fields, _attention, _fail, _head_dim, _hybrid_precisions
 
 
 def import_minimax(fields: _Fields, mt: str) -> dict:
-    n = fields.int("num_hidden_layers")
+    n = fields.layers()
     types = fields.raw("attn_type_list")
-    if not isinstance(types, list) or len(types) != n or any(t not in (0, 1) or isinstance(t, bool) for t in types):
+    if not isinstance(types, list) or len(types) != n or any(isinstance(t, bool) or t not in (0, 1) for t in types):
         raise _fail(f"{fields.file}: {fields.prefix}attn_type_list: must list {n} values of 0 (linear) or 1 (softmax)")
     comps = {
         "softmax": _attention(fields),

@@ -17,7 +17,7 @@ def import_dsa(fields: _Fields, mt: str) -> dict:
 
 
 def _mla(fields: _Fields, indexer: bool) -> dict:
-    n = fields.int("num_hidden_layers")
+    n = fields.layers()
     rank, rope = fields.int("kv_lora_rank"), fields.int("qk_rope_head_dim")
     comps = {"latent": {"cache": "mla",
                         "dim": {"value": rank + rope, "source": f"{fields.src('kv_lora_rank')} {rank} + "

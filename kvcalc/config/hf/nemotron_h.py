@@ -7,7 +7,7 @@ from .fields import _Fields, _attention, _fail, _hybrid_precisions, _ssm_dtype
 
 
 def import_nemotron_h(fields: _Fields, mt: str) -> dict:
-    n = fields.int("num_hidden_layers")
+    n = fields.layers()
     pat = fields.raw("hybrid_override_pattern")
     if not isinstance(pat, str) or len(pat) != n:
         raise _fail(f"{fields.file}: {fields.prefix}hybrid_override_pattern: must be a string of {n} layer codes "

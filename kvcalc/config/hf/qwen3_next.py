@@ -7,10 +7,10 @@ from .fields import _Fields, _attention, _fail, _hybrid_precisions, _ssm_dtype
 
 
 def import_qwen3_next(fields: _Fields, mt: str) -> dict:
-    n = fields.int("num_hidden_layers")
-    lt = fields.raw("layer_types")
+    n = fields.layers()
+    lt = fields.listed("layer_types", n, "layer types")
     if lt is not None:
-        if not isinstance(lt, list) or len(lt) != n or any(t not in ("linear_attention", "full_attention") for t in lt):
+        if any(not isinstance(t, str) or t not in ("linear_attention", "full_attention") for t in lt):
             raise _fail(f"{fields.file}: {fields.prefix}layer_types: must list {n} of linear_attention / full_attention")
         types, how = list(lt), fields.src("layer_types")
     else:
