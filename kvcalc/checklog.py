@@ -53,7 +53,7 @@ def _reader_for(text: str, source: str, engine: str | None):
     for eng in candidates:
         if eng.logs is None:
             raise KvcalcError(f"engine: kvcalc reads no start-up log of the {eng.name} engine", param="engine")
-        facts = eng.logs.parse(text)
+        facts = eng.logs.parse(text, source)
         if eng.logs.recognises(facts):
             return eng, facts
     raise KvcalcError(f"{source}: {candidates[0].logs.looked_for}", param="file")
@@ -66,17 +66,21 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
     eng, facts = _reader_for(text, source, engine)
     reader, v = eng.logs, facts.values
     spec = as_model(model) if model is not None else _model_for(reader.model_id(facts))
+    missing = []  # everything the plan needs that the log does not give, asked for at once
     if spec is None:
-        raise KvcalcError(f"model: the log's model {reader.model_id(facts) or '(not logged)'!r} matches no kvcalc "
-                          "config by its Hugging Face id; name one with {{model_option}}", param="model")
-    context = reader.context(facts) or (spec.max_context if reader.context_defaults_to_model else None)
+        missing.append(f"the model: the log's {reader.model_id(facts) or '(not logged)'!r} matches no kvcalc config "
+                       "by its Hugging Face id ({{model_option}} NAME)")
+    context = reader.context(facts) or (spec.max_context if reader.context_defaults_to_model and spec else None)
     if not context:
-        raise KvcalcError(f"{source}: {reader.no_context}", param="file")
-    prec = precision or reader.precision_for(spec, reader.kv_dtype(facts))
-    if prec is None:
-        raise KvcalcError(f"precision: the log's kv_cache_dtype {reader.kv_dtype(facts) or '(not logged)'!r} maps to "
-                          f"no precision of {spec.name} ({', '.join(spec.precisions)}); name one with {{{{precision}}}}",
-                          param="precision")
+        missing.append(f"the context: {reader.no_context}")
+    prec = precision or (reader.precision_for(spec, reader.kv_dtype(facts)) if spec is not None else None)
+    if prec is None and (spec is not None or reader.kv_dtype(facts) is None):
+        of = f" to no precision of {spec.name} ({', '.join(spec.precisions)})" if spec is not None else ""
+        missing.append(f"the precision: the log's kv_cache_dtype {reader.kv_dtype(facts) or '(not logged)'!r} maps"
+                       f"{of or ' to no precision'} ({{{{precision}}}} P)")
+    if missing:
+        first = {"model": "model", "context": "file", "precision": "precision"}[missing[0].split(":")[0][4:]]
+        raise KvcalcError(f"{source}: the plan needs " + "; ".join(missing), param=first)
     eng_settings, used = reader.settings(facts, {k: x for k, x in (settings or {}).items() if x is not None})
     ranks = tp if tp is not None else reader.tp(facts)
     if tp is not None:

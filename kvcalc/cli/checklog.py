@@ -13,7 +13,7 @@ from .app import command, console, json_option, print_json, with_engine_options
 
 def _read(file: str) -> str:
     if file == "-":
-        return sys.stdin.read()
+        return sys.stdin.read(64 << 20)  # the start-up lines come first: the first 64 MiB, as for a file
     try:
         with open(file, encoding="utf-8", errors="replace") as f:
             return f.read(64 << 20)

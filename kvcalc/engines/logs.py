@@ -37,6 +37,11 @@ class Quantity:
 
 NOTHING = Quantity(None)
 
+#: bounds on what a log may say: characters of a line searched, digits of a number, the largest value
+MAX_LINE = 1 << 16
+MAX_DIGITS = 18
+MAX_VALUE = 1e15
+
 
 @dataclass(frozen=True)
 class Row:
@@ -62,27 +67,60 @@ class LogReader:
     nothing_note = ("the log has no figure kvcalc can compare (it needs the pool, the block count or the token count "
                     "together with max_model_len)")
 
-    def parse(self, text: str) -> LogFacts:
-        """The first occurrence of each figure (a restart's second set would be a different run)."""
+    #: the plain text every line a pattern matches contains: only lines holding one are searched
+    hints: dict[str, str] = {}
+    #: the least value each integer figure may take (a divisor: a tensor-parallel size, a block size)
+    minimums: dict[str, int] = {}
+
+    def parse(self, text: str, source: str = "log") -> LogFacts:
+        """The first occurrence of each figure (a restart's second set would be a different run).
+
+        A log is untrusted input: only lines holding a pattern's hint are searched (one pass over the text for
+        all hints, so a huge log costs one scan), each up to its first MAX_LINE characters; a number longer
+        than MAX_DIGITS digits, below its figure's minimum or beyond MAX_VALUE is refused with its line."""
         facts = LogFacts()
-        for no, line in enumerate(text.splitlines(), 1):
-            for key, pat in self.patterns.items():
-                if key in facts.values:
-                    continue
-                m = pat.search(line)
-                if not m:
-                    continue
-                raw = m.group(1)
-                try:
-                    val = int(raw.replace(",", "")) if key in self.ints else (
-                        float(raw) if key in self.floats else raw)
-                except ValueError:
-                    continue
-                if isinstance(val, float) and not math.isfinite(val):
-                    continue
-                facts.values[key] = val
-                facts.lines[key] = no
+        todo = dict(self.patterns)
+        hint_of = {k: self.hints.get(k) for k in todo}
+        scan = re.compile("|".join(re.escape(h) for h in sorted(set(hint_of.values()) - {None}, key=len, reverse=True)))
+        last_start, pos, newlines, start_line = -1, 0, 0, 1
+        for hit in scan.finditer(text):
+            start = text.rfind("\n", 0, hit.start()) + 1
+            if start == last_start:
+                continue
+            last_start = start
+            end = text.find("\n", hit.start())
+            line = text[start:(end if end >= 0 else len(text))][:MAX_LINE]
+            newlines += text.count("\n", pos, start)  # the hits come in order: one pass in all
+            pos, no = start, newlines + start_line
+            for key in [k for k in todo if hint_of[k] is None or hint_of[k] in line]:
+                m = todo[key].search(line)
+                if m:
+                    facts.values[key] = self._value(key, m.group(1), f"{source}:{no}")
+                    facts.lines[key] = no
+                    del todo[key]
+            if not todo:
+                break
         return facts
+
+    def _value(self, key: str, raw: str, where: str):
+        """A logged figure within bounds, or a one-line refusal naming where it stands."""
+        from ..errors import KvcalcError
+
+        if key not in self.ints and key not in self.floats:
+            return raw
+        digits = raw.replace(",", "")
+        if len(digits) > MAX_DIGITS:
+            raise KvcalcError(f"{where}: {key}: a number of {len(digits):,} digits is not a figure an engine "
+                              "logs; the log is damaged or not an engine's", param="file")
+        try:
+            val = int(digits) if key in self.ints else float(digits)
+        except ValueError:
+            raise KvcalcError(f"{where}: {key}: {raw[:40]!r} is not a number", param="file") from None
+        low = self.minimums.get(key, 0)
+        if not math.isfinite(val) or not low <= val <= MAX_VALUE:
+            raise KvcalcError(f"{where}: {key}: {raw[:40]} is out of range (from {low} to {MAX_VALUE:.0e}); the "
+                              "log is damaged or not an engine's", param="file")
+        return val
 
     def recognises(self, facts: LogFacts) -> bool:
         return any(k in facts.values for k in self.figures)

@@ -60,6 +60,14 @@ class SglangLogReader(LogReader):
         "max_running_requests": re.compile(r"max_total_num_tokens=.*\bmax_running_requests=(\d+)"),
         "context_len": re.compile(r"\bcontext_len=(\d+)"),
     }
+    hints = {**{k: "erver" for k in ("model_id", "tp", "dp", "enable_dp_attention", "mem_fraction_static", "page_size",
+                                     "kv_cache_dtype", "swa_full_tokens_ratio", "server_mrr")},  # server_args / ServerArgs(
+             **{k: "KV Cache is allocated." for k in ("kv_dtype", "kv_tokens", "k_gib", "kv_gib")},
+             **{k: "DSV4 pool sizes: " for k in ("dsv4_full", "dsv4_swa", "dsv4_c4", "dsv4_c128", "dsv4_c4_state")},
+             "swa_tokens": "swa_layer_tokens=", "mamba_slots": "max_mamba_cache_size: ",
+             "max_total_num_tokens": "max_total_num_tokens=", "max_running_requests": "max_total_num_tokens=",
+             "context_len": "context_len="}
+    minimums = {"tp": 1, "dp": 1, "page_size": 1, "server_mrr": 1, "context_len": 1}
     ints = frozenset({"tp", "dp", "page_size", "server_mrr", "kv_tokens", "swa_tokens", "mamba_slots",
                       "max_total_num_tokens", "max_running_requests", "context_len", "dsv4_full", "dsv4_swa",
                       "dsv4_c4", "dsv4_c128", "dsv4_c4_state"})

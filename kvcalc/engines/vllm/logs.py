@@ -55,6 +55,16 @@ class VllmLogReader(LogReader):
         "attn_block_size": re.compile(r"Setting attention block size to (\d+) tokens"),
         "mamba_padding_pct": re.compile(r"Padding mamba page size by ([\d.]+)%"),
     }
+    hints = {"version": "Initializing a V1 LLM engine", "model_id": "with config: model='",
+             "max_model_len": "max_seq_len=", "tp": "tensor_parallel_size=", "pp": "pipeline_parallel_size=",
+             "kv_cache_dtype": "kv_cache_dtype=", "max_num_batched_tokens": "max_num_batched_tokens=",
+             "available_gib": "Available KV cache memory: ", "cache_tokens": "KV cache size: ",
+             "concurrency_context": "Maximum concurrency for ", "concurrency": "tokens per request: ",
+             "gpu_blocks": "# GPU blocks: ", "block_size": "block_size=", "prefix_caching": "enable_prefix_caching=",
+             "gdn_backend": " GDN prefill kernel", "attn_block_size": "Setting attention block size to ",
+             "mamba_padding_pct": "Padding mamba page size by "}
+    minimums = {"max_model_len": 1, "tp": 1, "pp": 1, "max_num_batched_tokens": 1, "block_size": 1,
+                "attn_block_size": 1, "concurrency_context": 1}
     ints = frozenset({"max_model_len", "tp", "pp", "max_num_batched_tokens", "cache_tokens", "concurrency_context",
                       "gpu_blocks", "block_size", "attn_block_size"})
     floats = frozenset({"available_gib", "concurrency", "mamba_padding_pct"})

@@ -63,7 +63,21 @@ def test_refusals(cli, tmp_path):
     r = cli("check-log", str(tmp_path / "missing.log"))
     assert r.code == 2 and r.err.startswith("kvcalc: error: FILE: cannot read")
     r = cli("check-log", str(LOGS / "pr13596-llama-3.1-8b.log"), "-m", "llama-3.1-8b")
-    assert r.code == 2 and r.err.startswith("kvcalc: error: --precision: the log's kv_cache_dtype")
+    assert r.code == 2 and "the plan needs the precision: the log's kv_cache_dtype" in r.err
+    assert "--precision P" in r.err and r.err.count("\n") == 1
+
+
+def test_everything_missing_is_asked_for_at_once(cli, tmp_path):
+    # an unknown model, no kv_cache_dtype and no max_model_len: one error names --model, the context and
+    # --precision, so a second run is not needed to learn of the second and third
+    log = tmp_path / "bare.log"
+    log.write_text("INFO Initializing a V1 LLM engine (v0.33.0) with config: model='acme/Unknown-9B', x=1\n"
+                   "INFO GPU KV cache size: 1,000 tokens\n")
+    r = cli("check-log", str(log))
+    assert r.code == 2 and r.err.count("\n") == 1
+    for fragment in ("the model: the log's 'acme/Unknown-9B'", "--model NAME", "the context: the log states no "
+                     "max_model_len", "the precision: the log's kv_cache_dtype '(not logged)'", "--precision P"):
+        assert fragment in r.err
 
 
 def test_hybrid_log_block_size_padding_and_pool(cli, tmp_path):
