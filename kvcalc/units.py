@@ -108,6 +108,8 @@ def parse_bytes(text: str, what: str = "bytes") -> int:
         raise KvcalcError(f"{what}: {raw[:80]!r} is not a byte count; use a whole number of bytes or KiB/MiB/GiB/TiB",
                           param=what)
     number, unit = m.group(1), m.group(2) or "B"
+    if len(number) > 40:  # beyond 1 EiB in any unit; also keeps int() below Python's 4,300-digit conversion cap
+        raise KvcalcError(f"{what}: {raw[:40]!r}... ({len(number):,} digits) must be from 1 B to 1 EiB", param=what)
     whole, _, frac = number.partition(".")
     num = int(whole + frac) * UNIT_BYTES[unit]
     den = 10 ** len(frac)

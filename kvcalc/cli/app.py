@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import sys
 from typing import Optional
 
@@ -169,6 +170,8 @@ def _usage_error(exc) -> str:
     ctx = getattr(exc, "ctx", None)
     command = ctx.command_path if ctx is not None else "kvcalc"
     message = " ".join(exc.format_message().split())
+    # a value echoed back is shortened: 5,000 digits given for an int are not worth 5,000 characters of error
+    message = re.sub(r"'([^']{60})[^']{20,}'", lambda m: f"'{m.group(1)}...'", message)
     sub = command.split(" ", 1)[1] if " " in command else ""  # "kvcalc: error:" already names the program
     return f"{sub + ': ' if sub else ''}{message} (see `{command} --help`)"
 

@@ -68,20 +68,11 @@ def import_hf_cmd(
 
 
 def write_atomic(path: str, text: str, flag: str) -> None:
-    d = os.path.dirname(path)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        if d:
-            os.makedirs(d, exist_ok=True)
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        try:
-            os.unlink(tmp)
-        except (OSError, ValueError):
-            pass
-        raise KvcalcError(f"{flag}: cannot write {path[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    """The one way the CLI writes a file (:func:`kvcalc.safewrite.write_file`: exclusive temporary file,
+    atomic replace, nothing left after an error)."""
+    from ..safewrite import write_file
+
+    write_file(path, text, flag)
 
 
 @command("sweep")
@@ -167,12 +158,15 @@ def report_cmd(
     from . import reports as regen
 
     if check:
-        checked, stale = regen.check(out)
+        checked, stale, missing = regen.check(out)
         for name in stale:
             print(f"kvcalc: {out}/{name} differs from what the code prints; run `kvcalc report`", file=sys.stderr)
+        for name in missing:
+            print(f"kvcalc: {out}/{name} is missing; run `kvcalc report`", file=sys.stderr)
         if as_json:
-            print_json({"out": out, "checked": checked, "stale": stale, "match": not stale})
-        if stale:
+            print_json({"out": out, "checked": checked, "stale": stale, "missing": missing,
+                        "match": not stale and not missing})
+        if stale or missing:
             raise typer.Exit(1)
         print(f"kvcalc: {len(checked)} tables under {out}/ match the code", file=sys.stderr)
         return

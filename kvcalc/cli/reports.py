@@ -69,16 +69,16 @@ def verify_table(folder: Path) -> str | None:
 
 def generate(out_dir: str = "reports", plots: bool = True) -> list[str]:
     """Write every table (and plot) under ``out_dir``; returns the files written."""
-    out = Path(out_dir)
+    from ..safewrite import write_file
+
+    out = _folder(out_dir)
     written = []
     for name, text in tables().items():
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        written.append(str(path))
+        write_file(out / name, text, "{{out}}")
+        written.append(str(out / name))
     vt = verify_table(out / "verify")
     if vt is not None:
-        (out / "verify" / "README.md").write_text(vt)
+        write_file(out / "verify" / "README.md", vt, "{{out}}")
         written.append(str(out / "verify" / "README.md"))
     if plots:
         from ..config import load_model
@@ -88,7 +88,6 @@ def generate(out_dir: str = "reports", plots: bool = True) -> list[str]:
 
         for name, (models, precisions, gpus, layers) in PLOTS.items():
             path = out / name
-            path.parent.mkdir(parents=True, exist_ok=True)
             specs = [load_model(m) for m in models]
             if layers:
                 P.layers_chart(specs, 1 << 20, precisions, str(path))
@@ -99,14 +98,29 @@ def generate(out_dir: str = "reports", plots: bool = True) -> list[str]:
     return written
 
 
-def check(out_dir: str = "reports") -> tuple[list[str], list[str]]:
-    """(the tables compared, those that differ from what the code prints now). Plots are not compared: their
-    bytes depend on the matplotlib version; the verify table only where there are verify reports."""
+def _folder(out_dir: str) -> Path:
+    """The folder to write into: made when missing; a file of that name is refused (every table would land
+    under it)."""
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise KvcalcError(f"{{{{out}}}}: {out_dir[:200]!r} is a file, not a folder; name a folder (default: reports)",
+                          param="out")
+    return out
+
+
+def check(out_dir: str = "reports") -> tuple[list[str], list[str], list[str]]:
+    """(the tables compared, those that differ from what the code prints now, those missing). Plots are not
+    compared: their bytes depend on the matplotlib version; the verify table only where there are verify
+    reports. A folder that holds none of the tables (``report --check`` outside a checkout) is refused."""
+    out = Path(out_dir)
+    if not out.is_dir() or not any((out / name).is_file() for name in TABLES):
+        what = "is not a folder" if not out.is_dir() else "holds none of the published tables"
+        raise KvcalcError(f"{{{{out}}}}: {out_dir[:200]!r} {what}: run `kvcalc report --check` in a kvcalc checkout "
+                          "(or name its reports/ folder), or `kvcalc report` to write the tables", param="out")
     expected = tables()
     vt = verify_table(out / "verify")
     if vt is not None:
         expected["verify/README.md"] = vt
-    stale = [name for name, text in expected.items()
-             if not (out / name).is_file() or (out / name).read_text() != text]
-    return list(expected), stale
+    missing = [name for name in expected if not (out / name).is_file()]
+    stale = [name for name, text in expected.items() if name not in missing and (out / name).read_text() != text]
+    return list(expected), stale, missing

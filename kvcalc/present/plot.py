@@ -45,10 +45,13 @@ def format_of(path: str) -> str:
 def _save(fig, path: str) -> None:
     fmt = format_of(path)
     meta = {"Date": None} if fmt == "svg" else {}
-    try:
-        fig.savefig(path, format=fmt, dpi=150, bbox_inches="tight", metadata=meta)
-    except OSError as exc:
-        raise KvcalcError(f"--output: cannot write {path!r}: {exc.strerror or exc}", param="output") from None
+    import io
+
+    from ..safewrite import write_file
+
+    buf = io.BytesIO()  # drawn in memory, then written as every file is (kvcalc.safewrite)
+    fig.savefig(buf, format=fmt, dpi=150, bbox_inches="tight", metadata=meta)
+    write_file(path, buf.getvalue(), "{{output}}")
 
 
 def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, basis: str = "complete") -> dict:
