@@ -125,9 +125,18 @@ def capacity(
     """How many requests of ``context`` tokens fit, per GPU and in total. Either ``gpu`` (a catalogue
     name: the pool is the engine's budget - weights - reserve) or ``kv_memory`` (the pool of each GPU,
     given directly) must be given. ``settings``: the engine's (``get_engine(engine).settings(...)``)."""
+    from . import args
+
     spec = as_model(model)
     eng = get_engine(engine)
+    args.instance(parallel, "parallel", Parallel, "a kvcalc.capacity.Parallel")
+    args.flag(mtp, "mtp")
+    args.instance(gpu, "gpu", (str, GPU), "a GPU name or a kvcalc.hardware.GPU", optional=True)
+    args.name(precision, "precision", optional=True)
     parallel.check()
+    if settings is not None and not isinstance(settings, eng.Settings):
+        raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
+                          f"(get_engine({eng.name!r}).settings(...)), got {type(settings).__name__}", param="settings")
     settings = eng.with_parallel(settings if settings is not None else eng.settings(), parallel)
     notes: list[str] = []
     dev = get_gpu(gpu) if isinstance(gpu, str) else gpu

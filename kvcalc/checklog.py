@@ -63,6 +63,16 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
               precision: str | None = None, settings: dict | None = None, tp: int | None = None) -> CheckLogResult:
     """Compare the log's figures with the plan. ``settings``: engine settings by name that override what
     the log says (None values are ignored)."""
+    from . import args
+
+    if not isinstance(text, str):
+        raise KvcalcError(f"text: the log's text must be a string, got {type(text).__name__}", param="text")
+    args.name(source, "source")
+    args.name(precision, "precision", optional=True)
+    args.integer(tp, "tp", 1, 4096, optional=True)
+    if settings is not None and not isinstance(settings, dict):
+        raise KvcalcError(f"settings: a mapping of engine settings by name, got {type(settings).__name__}",
+                          param="settings")
     eng, facts = _reader_for(text, source, engine)
     reader, v = eng.logs, facts.values
     spec = as_model(model) if model is not None else _model_for(reader.model_id(facts))

@@ -189,6 +189,9 @@ def _contexts(context: int | Iterable[int], numpy: bool):
     np_int = (np.integer,) if np is not None else ()
     if isinstance(context, bool) or (np is not None and isinstance(context, np.bool_)):
         raise bad("a boolean")
+    if type(context).__name__ == "MaskedArray" or any(type(c).__name__ == "MaskedConstant" for c in (
+            context if isinstance(context, (list, tuple)) else ())):
+        raise bad("a masked array (its masked entries hold no token count; pass context.compressed())")
     if is_array(context):
         if context.ndim > 1 or context.dtype.kind not in "iu":
             raise bad(f"an array of {context.dtype} with shape {context.shape}")
@@ -222,8 +225,12 @@ def _contexts(context: int | Iterable[int], numpy: bool):
 
 
 def _check(spec, numpy, basis: str, batch, mtp: bool) -> None:
+    from . import args
+
     if not isinstance(numpy, bool):
         raise KvcalcError(f"numpy: must be True or False, got {numpy!r}"[:200], param="numpy")
+    args.name(basis, "basis")
+    args.flag(mtp, "mtp")
     if basis not in BASES:
         raise KvcalcError(f"basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}", param="basis")
     np = sys.modules.get("numpy")

@@ -58,14 +58,20 @@ def plan(
 ) -> PoolPlan:
     """The pool plan of ``model`` at max_model_len ``context`` on one rank: tensor parallelism ``tp``
     splits full-attention heads; ``stage`` (with the settings' pipeline stages) keeps one stage's layers."""
+    from . import args
+
     spec = as_model(model)
     eng = get_engine(engine)
+    args.flag(mtp, "mtp")
+    args.integer(stage, "stage", 0, MAX_RANKS, optional=True)
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:
         raise KvcalcError(f"context: must be a positive integer, got {context!r}", param="context")
     settings = settings if settings is not None else eng.settings()
     if not isinstance(settings, eng.Settings):
-        raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings, got "
-                          f"{type(settings).__module__.split('.')[-2]} ones", param="settings")
+        module = type(settings).__module__.split(".")
+        what = f"{module[-2]} ones" if len(module) > 2 and module[0] == "kvcalc" else type(settings).__name__
+        raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
+                          f"(get_engine({eng.name!r}).settings(...)), got {what}", param="settings")
     prec = spec.precision(precision)
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_RANKS:
         raise KvcalcError(f"tp: must be an integer from 1 to {MAX_RANKS}, got {tp!r}"[:200], param="tp")

@@ -77,6 +77,9 @@ class ModelSpec:
     architecture: str | None = None  # config.json architectures[0], where stated
 
     def precision(self, name: str | None, what: str = "precision") -> Precision:
+        if name is not None and not isinstance(name, str):
+            raise KvcalcError(f"{what}: must be a precision's name (a string), got {type(name).__name__}",
+                              param=what)
         name = name or self.default_precision
         try:
             return self.precisions[name]

@@ -72,4 +72,4 @@ def test_deepseek_v4_pool_sizes_follow_from_the_full_count(cli):
 
 def test_a_zero_tp_is_one_line(cli):
     r = cli("check-log", str(LOGS / "sglang-vllm21348-qwen3-235b.log"), "--model", QWEN235, "--tp", "0")
-    assert r.code == 2 and r.err == "kvcalc: error: --tp: must be an integer from 1 to 4096, got 0\n"
+    assert r.code == 2 and r.err == "kvcalc: error: --tp: must be an integer from 1 to 4,096, got 0\n"
