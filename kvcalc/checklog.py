@@ -92,6 +92,12 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
         first = {"model": "model", "context": "file", "precision": "precision"}[missing[0].split(":")[0][4:]]
         raise KvcalcError(f"{source}: the plan needs " + "; ".join(missing), param=first)
     eng_settings, used = reader.settings(facts, {k: x for k, x in (settings or {}).items() if x is not None})
+    limit = eng.context_limit(spec)
+    long_note = None
+    if limit is not None and context > limit:  # the engine started, so its override was set
+        eng_settings = eng.accepting_context(eng_settings)
+        long_note = (f"the log's context {context:,} is past the {limit:,} {eng.name} derives for {spec.name}: the "
+                     f"engine ran with its override ({eng.long_context.split(' with ')[-1]})")
     ranks = tp if tp is not None else reader.tp(facts)
     if tp is not None:
         used["tp"] = tp
@@ -102,6 +108,8 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
     if version and version != eng.version:
         notes.append(f"the log is from {eng.title.split()[0]} {version}; kvcalc models {eng.version}: planner changes "
                      "between versions can move these figures")
+    if long_note:
+        notes.append(long_note)
     compared = [r for r in rows if r.agrees is not None]
     if not compared:
         notes.append(reader.nothing_note)

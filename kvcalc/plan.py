@@ -72,6 +72,7 @@ def plan(
         what = f"{module[-2]} ones" if len(module) > 2 and module[0] == "kvcalc" else type(settings).__name__
         raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
                           f"(get_engine({eng.name!r}).settings(...)), got {what}", param="settings")
+    eng.check_context(spec, context, settings)
     prec = spec.precision(precision)
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_RANKS:
         raise KvcalcError(f"tp: must be an integer from 1 to {MAX_RANKS}, got {tp!r}"[:200], param="tp")

@@ -30,7 +30,9 @@ def _gib(value: float | None, flag: str) -> int | None:
 def capacity_cmd(
     model: Optional[str] = model_arg(),
     hf: Optional[str] = hf_option(),
-    context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: 1M, or with --concurrency the model's max_context)."),
+    context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: the longest the engine derives for the model, its default "
+                                  "max_model_len / context_len; 1M where the model states none; with several engines the "
+                                  "shortest; with --concurrency the upper limit of the search)."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
     engine: str = engine_option("vllm", "vllm (paged, as vLLM plans it), sglang (token pools, as SGLang sizes "
                                 "them) or exact (no paging); several, comma-separated (vllm,sglang), side by side."),
@@ -68,6 +70,7 @@ def capacity_cmd(
         if v is not None and name not in owned:  # the first engine names the owner in its refusal
             engine_settings(engs[0].name, {name: v})
     caps, reverse = [], None
+    context = context or _default_context(engs, spec)
     for eng in engs:
         mine = {o.name for o in eng.options}
         settings = engine_settings(eng.name, {k: v for k, v in engine_values.items() if k in mine}, gpu=dev,
@@ -83,12 +86,7 @@ def capacity_cmd(
                 raise
             cap = Refused(eng, exc.renamed(FLAGS))  # side by side: the engine's refusal is its column
         caps.append(cap)
-    for eng, cap in zip(engs, caps):
-        if isinstance(cap, Refused):
-            continue
-        if spec.max_context is not None and cap.plan.context > spec.max_context:
-            warn([f"{spec.name}: max_model_len {cap.plan.context:,} exceeds the model's max_context "
-                  f"{spec.max_context:,}; {eng.long_context}; computed anyway"])
+    _warn_long(engs, caps, spec, Refused)
     if len(caps) > 1:
         if as_json:
             print_json(engines_json(caps))
@@ -104,6 +102,21 @@ def capacity_cmd(
         print_json(out)
         return
     render_capacity(console(), cap, reverse)
+
+
+def _warn_long(engs, caps, spec, refused) -> None:
+    """A context past what an engine derives is planned only with its override: say so."""
+    for eng, cap in zip(engs, caps):
+        limit = None if isinstance(cap, refused) else eng.context_limit(spec)
+        if limit is not None and cap.plan.context > limit:
+            warn([f"{spec.name}: max_model_len {cap.plan.context:,} exceeds the {limit:,} {eng.name} derives for the "
+                  f"model; {eng.long_context}"])
+
+
+def _default_context(engs, spec) -> str:
+    """The engines' own default: the longest context each derives (the shortest side by side); 1M without one."""
+    limits = [n for n in (e.context_limit(spec) for e in engs) if n is not None]
+    return str(min(limits)) if limits else "1M"
 
 
 def _parallel_for(engs, engine_values: dict, tp: int, pp: int, dp: int, ep: bool, gpus: int | None):
@@ -131,10 +144,8 @@ def _one(args: dict, spec, context: str | None, concurrency: int | None):
     from ..units import parse_tokens
 
     if concurrency is None:
-        return run_capacity(context=parse_tokens(context or "1M", "--context"), **args), None
-    limit = parse_tokens(context, "--context") if context else spec.max_context
-    if limit is None:
-        raise KvcalcError(f"--context: {spec.name} states no max_context; give an upper limit with --context")
+        return run_capacity(context=parse_tokens(context, "--context"), **args), None
+    limit = parse_tokens(context, "--context")
     best, cap = max_context(args, concurrency, limit)
     if cap is None:
         raise KvcalcError(f"--concurrency: {concurrency:,} requests do not fit at any context on this pool")

@@ -16,7 +16,7 @@ from ..errors import KvcalcError
 from ..formats import get_format
 from ..specs import CACHE_KINDS, CacheSpec, CompressorState, RecurrentState, required_fields, spec_fields
 from ..yamlio import load_yaml
-from .model import WEIGHT_DTYPES, ModelSpec, Precision, Weights
+from .model import WEIGHT_DTYPES, ModelSpec, Precision, RopeScaling, Weights
 from .registry import config_names, config_path, shipped_name
 from .schema import FORMAT_VERSION, MAX_INT, MAX_LAYERS, MAX_PARAMS, MAX_TEXT, REQUIRED_TOP, TOP_KEYS
 
@@ -264,6 +264,23 @@ def _weights(ctx: _Ctx, raw: Any) -> Weights:
     return Weights(dense=out[0], experts=out[1], source=source)
 
 
+def _rope_scaling(ctx: _Ctx, data: dict) -> RopeScaling | None:
+    if "rope_scaling" not in data:
+        return None
+    raw = ctx.mapping(data["rope_scaling"], "rope_scaling")
+    ctx.keys(raw, "rope_scaling", {"type", "factor", "original_max_position_embeddings", "source", "note"}, ["type"])
+    ctx.note_source(raw, "rope_scaling")
+    kind = ctx.name(raw["type"], "rope_scaling.type")
+    factor = None
+    if "factor" in raw:
+        factor = ctx.unwrap(raw["factor"], "rope_scaling.factor")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1 << 20:
+            raise ctx.err("rope_scaling.factor", f"must be a positive number, got {_typename(factor)} {factor!r}"[:200])
+    orig = (ctx.integer(raw["original_max_position_embeddings"], "rope_scaling.original_max_position_embeddings")
+            if "original_max_position_embeddings" in raw else None)
+    return RopeScaling(kind, float(factor) if factor is not None else None, orig)
+
+
 def _architecture(ctx: _Ctx, data: dict) -> str | None:
     if "architecture" not in data:
         return None
@@ -377,6 +394,7 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         sources=sources,
         max_context=max_context,
         architecture=_architecture(ctx, data),
+        rope_scaling=_rope_scaling(ctx, data),
         precisions=precisions,
         default_precision=default,
         components=components,

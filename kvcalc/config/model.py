@@ -59,6 +59,15 @@ class Precision:
 
 
 @dataclass(frozen=True)
+class RopeScaling:
+    """config.json ``rope_scaling``: what an engine needs to derive its longest context from ``max_context``."""
+
+    type: str  # rope_type ('type' in older configs): linear, dynamic, yarn, llama3, longrope, ...
+    factor: float | None = None
+    original_max_position_embeddings: int | None = None
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     display_name: str
@@ -75,6 +84,7 @@ class ModelSpec:
     weights: Weights | None = None
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
     architecture: str | None = None  # config.json architectures[0], where stated
+    rope_scaling: RopeScaling | None = None  # config.json rope_scaling, where stated
 
     def precision(self, name: str | None, what: str = "precision") -> Precision:
         if name is not None and not isinstance(name, str):

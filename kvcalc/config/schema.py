@@ -16,6 +16,8 @@ TOP_KEYS = {
     "sources": "mapping of short source names to URLs / citations",
     "notes": "free text",
     "max_context": "max_position_embeddings (tokens)",
+    "rope_scaling": "config.json rope_scaling {type, factor, original_max_position_embeddings}: engines derive their "
+                    "longest context from it and max_context (vLLM and SGLang by different rules)",
     "architecture": "the Hugging Face architecture class (config.json architectures[0]); engines that choose pools "
                     "by architecture (SGLang's split sliding-window pools, its Mamba cache strategy) read it",
     "precisions": "precision name -> {role: storage format}",
@@ -36,6 +38,14 @@ MAX_PARAMS = 10**15
 #: No architecture has more layers than this; a bigger layout is a typo that would take minutes to expand.
 MAX_LAYERS = 10_000
 MAX_TEXT = 65_536  # characters in one free-text field (description, source, note): a page, not a book
+
+
+def _rope_schema(sourced, integer) -> dict:
+    return {"type": "object", "additionalProperties": False, "required": ["type"],
+            "properties": {"type": {"type": "string", "minLength": 1},
+                           "factor": sourced({"type": "number", "exclusiveMinimum": 0}),
+                           "original_max_position_embeddings": sourced(integer),
+                           "source": {"type": "string"}, "note": {"type": "string"}}}
 
 
 def json_schema() -> dict:
@@ -85,6 +95,7 @@ def json_schema() -> dict:
             "notes": {"type": "string"},
             "sources": {"type": "object", "additionalProperties": {"type": "string"}},
             "max_context": sourced(integer),
+            "rope_scaling": _rope_schema(sourced, integer),
             "architecture": sourced({"type": "string", "minLength": 1}),
             "precisions": {"type": "object", "minProperties": 1, "additionalProperties": {
                 "type": "object", "additionalProperties": {"enum": sorted(FORMATS)},

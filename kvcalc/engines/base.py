@@ -173,6 +173,18 @@ class Engine(ABC):
     #: what the engine does with a context beyond the model's max_position_embeddings (the warning's words)
     long_context: ClassVar[str] = "computed anyway"
 
+    def context_limit(self, spec) -> int | None:
+        """The longest context the engine derives for ``spec`` (its default max_model_len); None: unknown."""
+        return spec.max_context
+
+    def check_context(self, spec, context: int, settings) -> None:
+        """Refuse a context the engine would refuse at start-up (the default: none refused)."""
+
+    def accepting_context(self, settings):
+        """The settings with the engine's override for a context past its derived maximum (a log that shows
+        such a context was written with it)."""
+        return settings
+
     def summary_line(self, cap) -> str:
         """One line on how this engine counted (the engines side-by-side table's reason)."""
         return ""

@@ -72,6 +72,28 @@ def _name_for(fields: _Fields, name: str | None) -> str:
     return name
 
 
+def _rope_scaling(fields: _Fields) -> dict | None:
+    """config.json rope_scaling (or transformers v5's rope_parameters), as far as an engine's context limit
+    reads it: the type, the factor, original_max_position_embeddings. Nested per-layer parameters are left out."""
+    rs = fields.raw("rope_scaling") or fields.raw("rope_parameters")
+    if not isinstance(rs, dict):
+        return None
+    kind = rs.get("rope_type", rs.get("type"))
+    if not isinstance(kind, str) or not kind or len(kind) > 40:
+        return None
+    out: dict = {"type": kind}
+    factor = rs.get("factor")
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and math.isfinite(factor) \
+            and 0 < factor <= 1 << 20:
+        out["factor"] = factor
+    orig = rs.get("original_max_position_embeddings")
+    if isinstance(orig, int) and not isinstance(orig, bool) and 1 <= orig <= 1 << 40:
+        out["original_max_position_embeddings"] = orig
+    key = "rope_scaling" if fields.raw("rope_scaling") else "rope_parameters"
+    out["source"] = fields.src(key)
+    return out
+
+
 def import_config(data: dict, file: str = "config.json", name: str | None = None) -> dict:
     """The kvcalc config (a dict ready for YAML) for a Hugging Face config."""
     fields = _Fields(data, file)
@@ -87,6 +109,9 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
         mp = fields.raw("max_position_embeddings")
         if isinstance(mp, (int, float)) and not isinstance(mp, bool) and math.isfinite(mp) and 1 <= mp <= 1 << 40:
             out["max_context"] = {"value": int(mp), "source": fields.src("max_position_embeddings")}
+    rope = _rope_scaling(fields)
+    if rope is not None:
+        out["rope_scaling"] = rope
     arch = fields.top.get("architectures")
     if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0].strip() and len(arch[0]) <= 200:
         out["architecture"] = {"value": arch[0], "source": f"{file} architectures[0]"}

@@ -108,6 +108,19 @@ def default_mem_fraction_static(gpu_mib: int, *, tp: int, pp: int, attn_dp: int,
     return MemoryDefaults(round((gpu_mib - reserved) / gpu_mib, 3), chunk, max_bs, reserved)
 
 
+def derived_context_len(spec) -> int | None:
+    """SGLang 0.5.23's derived context_len (utils/hf_transformers/common.py get_context_length): the first of
+    max_sequence_length, seq_length, max_seq_len, model_max_length, max_position_embeddings (kvcalc's max_context),
+    times the rope factor unless the rope config states original_max_position_embeddings or is llama3."""
+    if spec.max_context is None:
+        return None
+    rs, factor = spec.rope_scaling, 1.0
+    if rs is not None and rs.factor is not None and rs.original_max_position_embeddings is None \
+            and rs.type != "llama3":
+        factor = rs.factor
+    return int(factor * spec.max_context)
+
+
 @dataclass(frozen=True)
 class Settings:
     """The SGLang server arguments that change the pools (SGLang's own names)."""
@@ -122,6 +135,7 @@ class Settings:
     pp: int = 1
     mamba_full_memory_ratio: float = DEFAULT_MAMBA_FULL_MEMORY_RATIO
     chunked_prefill_size: int | None = None  # None: from the GPU's memory
+    allow_overwrite_longer_context_len: bool = False  # the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1
 
     @property
     def attn_dp(self) -> int:

@@ -49,8 +49,26 @@ class SglangEngine(Engine):
     default_reserve_bytes = 0
     reserve_note = "in use besides the weights (graphs: SGLang's slack)"
 
-    long_context = ("SGLang refuses it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 "
-                    "(configs/model_config.py)")
+    long_context = "planned as SGLang sizes it with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
+
+    def context_limit(self, spec) -> int | None:
+        from .defaults import derived_context_len
+
+        return derived_context_len(spec)
+
+    def accepting_context(self, settings):
+        return replace(settings, allow_overwrite_longer_context_len=True)
+
+    def check_context(self, spec, context: int, settings) -> None:
+        """configs/model_config.py _derive_context_length: refused unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN."""
+        derived = self.context_limit(spec)
+        if derived is not None and context > derived and not settings.allow_overwrite_longer_context_len:
+            raise KvcalcError(
+                f"engine sglang: User-specified context_length ({context}) is greater than the derived "
+                f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. To allow "
+                f"overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 "
+                f"({{{{allow_overwrite_longer_context_len}}}} here). (SGLang {VERSION} refuses to start; {spec.name}'s "
+                f"{{{{context}}}} may be at most {derived:,}.)", param="context")
 
     def summary_line(self, cap) -> str:
         j = cap.fit.json

@@ -29,6 +29,10 @@ OPTIONS = (
            negative="--no-enable-dp-attention", cli_default=False),
     Option("mamba_full_memory_ratio", "--mamba-full-memory-ratio", "SGLang: Mamba-state to KV memory ratio "
            "(default 0.9: the state pool gets 0.9 / 1.9 of the budget).", float, minimum=0.0001, maximum=1 << 10),
+    Option("allow_overwrite_longer_context_len", "--allow-overwrite-longer-context-len", "As SGLang with "
+           "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1: plan a --context past the model's derived context_len "
+           "(SGLang refuses it otherwise).", bool, ("capacity", "verify"),
+           negative="--no-allow-overwrite-longer-context-len", cli_default=False),
     Option("chunked_prefill_size", "--chunked-prefill-size", "SGLang: tokens per prefill chunk (default: from "
            "the GPU's memory; it sets the default mem_fraction_static).", int, minimum=1, maximum=1 << 24),
 )

@@ -70,6 +70,24 @@ def format_gib(n: int) -> str:
     return str(round(n / GIB, 2))
 
 
+#: config/model.py _get_and_verify_max_len: rope types whose factor does not multiply the derived maximum
+#: (YaRN and Llama 3 leave max_position_embeddings already scaled; su is read as longrope)
+ROPE_NOT_MULTIPLIED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+def derived_max_model_len(spec) -> int | None:
+    """vLLM 0.33's derived max_model_len (config/model.py _get_and_verify_max_len): max_position_embeddings,
+    times the rope factor for the rope types that scale it (linear, dynamic, ...), never for a Gemma 3 model
+    ("gemma3" in its model type: its 128k is already scaled)."""
+    if spec.max_context is None:
+        return None
+    rs, factor = spec.rope_scaling, 1.0
+    gemma3 = "gemma3" in (spec.architecture or "").lower()
+    if rs is not None and rs.type not in ROPE_NOT_MULTIPLIED and rs.factor is not None and not gemma3:
+        factor = rs.factor
+    return int(spec.max_context * factor)
+
+
 @dataclass(frozen=True)
 class Settings:
     """The engine options that change the plan (vLLM's names in the comments)."""
@@ -82,6 +100,7 @@ class Settings:
     prefix_caching: bool = DEFAULT_PREFIX_CACHING  # --enable-prefix-caching / --no-enable-prefix-caching
     gdn_prefill_backend: str = "flashinfer"  # --additional-config '{"gdn_prefill_backend": ...}' ("auto" on Hopper)
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION  # --gpu-memory-utilization
+    allow_long_max_model_len: bool = False  # the environment variable VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
 
     def __post_init__(self) -> None:
         if self.gdn_prefill_backend not in GDN_PREFILL_BACKENDS:

@@ -3,6 +3,7 @@ docstring for the rules, module by module)."""
 
 from __future__ import annotations
 
+from ...errors import KvcalcError
 from ..base import Engine, even_stages, fraction_budget
 from .defaults import (NAME, VERSION, Settings, default_gdn_prefill_backend,
                        default_max_num_batched_tokens, format_gib)
@@ -62,7 +63,29 @@ class VllmEngine(Engine):
         return (f"GPU KV cache size: {p.cache_tokens(num_blocks):,} tokens, Maximum concurrency for {p.context:,} "
                 f"tokens per request: {p.max_concurrency(num_blocks):.2f}x")
 
-    long_context = "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    long_context = "planned as vLLM plans it with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+
+    def context_limit(self, spec) -> int | None:
+        from .defaults import derived_max_model_len
+
+        return derived_max_model_len(spec)
+
+    def accepting_context(self, settings):
+        from dataclasses import replace
+
+        return replace(settings, allow_long_max_model_len=True)
+
+    def check_context(self, spec, context: int, settings) -> None:
+        """config/model.py _get_and_verify_max_len: a max_model_len past the derived maximum is refused unless
+        VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
+        derived = self.context_limit(spec)
+        if derived is not None and context > derived and not settings.allow_long_max_model_len:
+            raise KvcalcError(
+                f"engine vllm: User-specified max_model_len ({context}) is greater than the derived max_model_len "
+                f"(max_position_embeddings={derived} or model_max_length=None in model's config.json). To allow "
+                f"overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
+                f"({{{{allow_long_max_model_len}}}} here). (vLLM {VERSION} refuses to start; {spec.name}'s "
+                f"{{{{context}}}} may be at most {derived:,}.)", param="context")
 
     def summary_line(self, cap) -> str:
         p = cap.plan

@@ -28,6 +28,9 @@ OPTIONS = (
     Option("prefix_caching", "--prefix-caching", "vLLM's prefix caching (on by default); for Mamba / DeltaNet "
            "state it reserves 2 running blocks plus checkpoint blocks per request, 1 without.", bool,
            negative="--no-prefix-caching", cli_default=DEFAULT_PREFIX_CACHING),
+    Option("allow_long_max_model_len", "--allow-long-max-model-len", "As vLLM with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: "
+           "plan a max_model_len past the model's derived maximum (vLLM refuses it otherwise).", bool,
+           ("capacity", "verify"), negative="--no-allow-long-max-model-len", cli_default=False),
     Option("gdn_prefill_backend", "--gdn-prefill-backend", "Gated DeltaNet prefill in vLLM: flashinfer "
            "(Hopper's default; 64-token checkpoints) or triton (default: vLLM's choice for --gpu).", str),
 )
