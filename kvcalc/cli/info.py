@@ -52,11 +52,23 @@ def show_cmd(model: Optional[str] = model_arg(), hf: Optional[str] = hf_option()
 
 
 @command("schema")
-def schema_cmd(as_json: bool = json_option("Print JSON (the only form; accepted for symmetry).")) -> None:
-    """Print the JSON Schema of the model config format (docs/config-format.md explains it)."""
-    from ..config import json_schema
+def schema_cmd(
+    output: Optional[str] = typer.Option(
+        None, "--output", metavar="COMMAND", help="Print the JSON Schema of this command's --json output instead "
+        "(estimate, compare, capacity, sweep, show, models, gpus, claims, check-log, verify, import-hf, plot, report, "
+        "schema; docs/json-output.md describes each)."),
+    as_json: bool = json_option("Print JSON (the only form; accepted for symmetry)."),
+) -> None:
+    """Print the JSON Schema of the model config format (docs/config-format.md explains it), or with --output
+    COMMAND of that command's --json output."""
+    if output is None:
+        from ..config import json_schema
 
-    print_json(json_schema())
+        print_json(json_schema())
+        return
+    from ..present.schemas import output_schema
+
+    print_json(output_schema(output.strip()))
 
 
 @command("claims")
