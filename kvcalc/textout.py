@@ -7,7 +7,11 @@ pass (about 10 ms) out of a 0.14 s ``kvcalc estimate``.
 
 Layout: every column gets its natural width (its longest line). When the table is wider than the console,
 the widest text columns give up characters, never below their longest word, so a number or a name is never
-split (a ``no_wrap`` column keeps its cells whole and may only wrap its header between words); when even that is too wide, the table is printed at that width and the terminal wraps
+split (a ``no_wrap`` column keeps its cells whole and may only wrap its header between words). When even that
+is too wide, the columns a renderer marked ``drop`` are left out, lowest ``drop`` first, until the table fits
+(a column marked ``hide_below`` is left out on any console narrower than that, whatever the fit: the compact
+tables); :class:`Console` then prints one line naming them (:func:`left_out_line`), so nothing goes missing
+silently. A table whose remaining columns are still too wide is printed at that width and the terminal wraps
 its lines. No line ends in padding, so piped output carries no trailing spaces. Styles (bold totals, a
 green pass, a red MISS) are ANSI codes, only on a terminal and never when ``NO_COLOR`` is set. Widths count
 characters: East Asian wide characters in a config's names would misalign a column (not worth a wcwidth
@@ -85,25 +89,34 @@ def _lines(text: str) -> list[str]:
 
 
 class Table:
-    """Columns, then rows of text cells. ``render(width)`` gives the lines; it keeps nothing of a console."""
+    """Columns, then rows of text cells. ``render(width)`` gives the lines; it keeps nothing of a console but
+    what the last render left out (``left_out``: the headers) and the width that shows every column
+    (``full_width``)."""
 
-    def __init__(self, title: str | None = None) -> None:
+    def __init__(self, title: str | None = None, see_also: str | None = None) -> None:
         self.title = title
+        #: another way to see every column, for the line naming those left out ('use --json')
+        self.see_also = see_also
         self.columns: list[dict] = []
         self.rows: list[tuple[tuple[str, ...], str | None, bool]] = []
+        self.left_out: list[str] = []
+        self.full_width = 0
 
     def add_column(self, header: str, justify: str = "left", no_wrap: bool = False,
-                   max_width: int | None = None) -> None:
+                   max_width: int | None = None, drop: int | None = None, hide_below: int | None = None) -> None:
+        """``drop``: the column may be left out when the table does not fit even wrapped (lowest first; equal
+        ones right to left); ``hide_below``: left out on consoles narrower than this."""
         self.columns.append({"header": header, "right": justify == "right", "no_wrap": no_wrap,
-                             "max_width": max_width})
+                             "max_width": max_width, "drop": drop, "hide_below": hide_below})
 
     def add_row(self, *cells: str, style: str | None = None, end_section: bool = False) -> None:
         if len(cells) != len(self.columns):
             raise ValueError(f"a row of {len(cells)} cells in a table of {len(self.columns)} columns")
         self.rows.append((tuple(cells), style, end_section))
 
-    def widths(self, width: int) -> list[int]:
-        """Column widths for a console ``width`` characters wide (see the module's layout rule)."""
+    def _measure(self) -> tuple[list[int], list[int]]:
+        """Each column's natural width (its longest line) and the least it may give way to (its longest word,
+        or its longest cell when ``no_wrap``)."""
         natural, least = [], []
         for k, col in enumerate(self.columns):
             cells = [col["header"], *(row[0][k] for row in self.rows)]
@@ -116,6 +129,10 @@ class Table:
                     full = max(low, min(full, col["max_width"]))
             natural.append(full)
             least.append(low)
+        return natural, least
+
+    @staticmethod
+    def _shrink(natural: list[int], least: list[int], width: int) -> list[int]:
         widths = list(natural)
         excess = sum(widths) + 3 * len(widths) + 1 - width
         while excess > 0:  # lower the widest text columns together, level by level (a few passes, not excess)
@@ -135,10 +152,41 @@ class Table:
             excess -= step * len(at_top)
         return widths
 
+    def widths(self, width: int) -> list[int]:
+        """Column widths for a console ``width`` characters wide, every column kept (see the module's layout
+        rule)."""
+        return self._shrink(*self._measure(), width)
+
+    def least_width(self) -> int:
+        """The narrowest console that shows every column (wrapped as far as it may be)."""
+        least = self._measure()[1]
+        return sum(least) + 3 * len(least) - 1
+
+    def layout(self, width: int) -> tuple[list[int], list[int]]:
+        """The columns kept on a console ``width`` wide and their widths; sets ``left_out`` and ``full_width``.
+        A table fits when its rows do (two spaces, the columns, three spaces between them); its rule reaches one
+        character past the last column where the console has room for it."""
+        natural, least = self._measure()
+        n = len(self.columns)
+        self.full_width = max([sum(least) + 3 * n - 1]
+                              + [c["hide_below"] for c in self.columns if c["hide_below"]])
+        keep = [k for k, c in enumerate(self.columns) if not (c["hide_below"] and width < c["hide_below"])]
+        while True:
+            widths = self._shrink([natural[k] for k in keep], [least[k] for k in keep], width)
+            droppable = [k for k in keep if self.columns[k]["drop"] is not None]
+            if sum(widths) + 3 * len(widths) - 1 <= width or not droppable or len(keep) == 1:
+                break
+            keep.remove(min(droppable, key=lambda k: (self.columns[k]["drop"], -k)))
+        self.left_out = [" ".join(self.columns[k]["header"].split()) or f"column {k + 1}"
+                         for k in range(n) if k not in keep]
+        return keep, widths
+
     def render(self, width: int, color: bool = False) -> list[str]:
-        widths = self.widths(width)
+        keep, widths = self.layout(width)
+        columns = [self.columns[k] for k in keep]
 
         def block(cells, style: str | None) -> list[str]:
+            cells = [cells[k] for k in keep]
             parts = [[piece for line in _lines(cell) for piece in wrap(line, w)] for cell, w in zip(cells, widths)]
             height = max(len(p) for p in parts)
             out = []
@@ -148,7 +196,7 @@ class Table:
                     text = p[i] if i < len(p) else ""
                     pad = " " * (w - len(text))
                     cell_style = getattr(cells[k], "style", None) or style
-                    cols.append(pad + paint(text, cell_style, color) if self.columns[k]["right"]
+                    cols.append(pad + paint(text, cell_style, color) if columns[k]["right"]
                                 else paint(text, cell_style, color) + pad)
                 out.append(("  " + "   ".join(cols)).rstrip())
             return out
@@ -158,13 +206,23 @@ class Table:
             lines += [paint(piece, "italic", color) for piece in wrap(self.title, width)]
         lines.append("")
         lines += block([c["header"] for c in self.columns], "bold")
-        lines.append(" " + RULE * (sum(widths) + 3 * len(widths) - 1))
+        rule = sum(widths) + 3 * len(widths) - 1  # as long as the rows are wide; from column 2 it ends one past
+        lines.append(" " + RULE * (width - 1 if rule == width else rule))  # them, never past the console
         for n, (cells, style, end_section) in enumerate(self.rows):
             lines += block(cells, style)
             if end_section and n < len(self.rows) - 1:
                 lines.append("")
         lines.append("")
         return lines
+
+
+def left_out_line(width: int, headers: list[str], full_width: int, see_also: str | None = None) -> str:
+    """The line under a table that left columns out: which, and how to see them ('Not shown at 80 columns:
+    format, per layer; widen the terminal (104+ columns), set COLUMNS=120, or use --json.')."""
+    ways = [f"widen the terminal ({full_width}+ columns)", f"set COLUMNS={max(full_width, 120)}"]
+    ways += [see_also] if see_also else []
+    return (f"Not shown at {width} columns: {', '.join(headers)}; {', '.join(ways[:-1])}"
+            f"{',' if len(ways) > 2 else ''} or {ways[-1]}.")
 
 
 def _env_width() -> int | None:
@@ -223,5 +281,11 @@ class Console:
                 out.append(paint(piece, style, color))
         write("\n".join(out) + "\n")
 
-    def table(self, table: Table) -> None:
-        write("\n".join(table.render(self.width, self.color)) + "\n")
+    def table(self, table: Table) -> list[str]:
+        """Print ``table`` at the console's width, then the line naming any column it left out; returns their
+        headers (``table.left_out``)."""
+        width = self.width
+        write("\n".join(table.render(width, self.color)) + "\n")
+        if table.left_out:
+            self.print(left_out_line(width, table.left_out, table.full_width, table.see_also))
+        return table.left_out

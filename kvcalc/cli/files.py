@@ -22,7 +22,7 @@ def hf_path(hf: str) -> str:
 
     path = locate(hf)
     p = Path(path)
-    if not (path.endswith(".json") or (p.is_dir() and (p / "config.json").is_file())):
+    if not (path.endswith(".json") or (p.is_dir() and (p / "config.json").is_file())):  # locate checked the path
         raise KvcalcError(f"--hf: {hf[:200]!r} is neither a config.json nor a folder holding one")
     return path
 

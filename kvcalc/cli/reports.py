@@ -102,10 +102,20 @@ def _folder(out_dir: str) -> Path:
     """The folder to write into: made when missing; a file of that name is refused (every table would land
     under it)."""
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
+    if _stat(out_dir) == "file":
         raise KvcalcError(f"{{{{out}}}}: {out_dir[:200]!r} is a file, not a folder; name a folder (default: reports)",
                           param="out")
     return out
+
+
+def _stat(path: str) -> str | None:
+    """'folder', 'file' or None (missing); a path the system cannot name (too long, a NUL byte) is refused."""
+    try:
+        p = Path(path)
+        return "folder" if p.is_dir() else ("file" if p.exists() else None)
+    except (OSError, ValueError) as exc:
+        raise KvcalcError(f"{{{{out}}}}: {path[:200]!r} is not a usable path ({getattr(exc, 'strerror', None) or exc})",
+                          param="out") from None
 
 
 def check(out_dir: str = "reports") -> tuple[list[str], list[str], list[str]]:
@@ -113,8 +123,8 @@ def check(out_dir: str = "reports") -> tuple[list[str], list[str], list[str]]:
     compared: their bytes depend on the matplotlib version; the verify table only where there are verify
     reports. A folder that holds none of the tables (``report --check`` outside a checkout) is refused."""
     out = Path(out_dir)
-    if not out.is_dir() or not any((out / name).is_file() for name in TABLES):
-        what = "is not a folder" if not out.is_dir() else "holds none of the published tables"
+    if _stat(out_dir) != "folder" or not any((out / name).is_file() for name in TABLES):
+        what = "is not a folder" if _stat(out_dir) != "folder" else "holds none of the published tables"
         raise KvcalcError(f"{{{{out}}}}: {out_dir[:200]!r} {what}: run `kvcalc report --check` in a kvcalc checkout "
                           "(or name its reports/ folder), or `kvcalc report` to write the tables", param="out")
     expected = tables()

@@ -92,8 +92,9 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
     if c.fit.table is not None:  # the engine's own pools (token pools, not a block pool)
         heads, rows = c.fit.table
         e = table()
-        for k, h in enumerate(heads):
-            e.add_column(h, justify="right" if k >= 3 else "left", no_wrap=k != 0)
+        for k, h in enumerate(heads):  # on a narrow console the middle columns go first, left to right
+            e.add_column(h, justify="right" if k >= 3 else "left", no_wrap=k != 0,
+                         drop=k if 0 < k < len(heads) - 1 else None)
         for r in rows:
             e.add_row(*r)
         con.table(e)
@@ -108,27 +109,27 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
 
 
 def _render_groups(con, c) -> None:
-    """The plan's groups: blocks per request, reserved and exact bytes."""
+    """The plan's groups: blocks per request, reserved and exact bytes. On a console narrower than the full
+    table (an 80-column terminal) the layers, block and page sizes move under it, and the line under the
+    table names them; narrower still (60 columns) the exact bytes go too (the request's are in the line under
+    the table)."""
     p = c.plan
-    narrow = con.width < NARROW_BELOW  # layers, block and page sizes move under the table
     g = table()
     g.add_column("group", no_wrap=True)
     g.add_column("caches", max_width=24)
-    if not narrow:
-        g.add_column("layers")
-        g.add_column("block", justify="right")
-        g.add_column("page B", justify="right")
+    g.add_column("layers", hide_below=NARROW_BELOW, drop=0)
+    g.add_column("block", justify="right", hide_below=NARROW_BELOW, drop=0)
+    g.add_column("page B", justify="right", hide_below=NARROW_BELOW, drop=0)
     g.add_column("blocks/req", justify="right")
     g.add_column("reserved", justify="right", no_wrap=True)
-    g.add_column("exact", justify="right", no_wrap=True)
+    g.add_column("exact", justify="right", no_wrap=True, drop=1)
     for grp in p.groups:
-        wide = [_layers_text(grp.layers), f"{grp.block_size}", f"{grp.page_bytes:,}"] if not narrow else []
-        g.add_row(f"{grp.index} {grp.kind_name}", grp.label, *wide, f"{grp.blocks_per_request:,}",
+        g.add_row(f"{grp.index} {grp.kind_name}", grp.label, _layers_text(grp.layers), f"{grp.block_size}",
+                  f"{grp.page_bytes:,}", f"{grp.blocks_per_request:,}",
                   format_bytes(grp.blocks_per_request * p.bytes_per_block), format_bytes(grp.analytic_bytes))
-    g.add_row("total", "", *(["", "", f"{p.bytes_per_block:,}"] if not narrow else []), f"{p.blocks_per_request:,}",
+    g.add_row("total", "", "", "", f"{p.bytes_per_block:,}", f"{p.blocks_per_request:,}",
               format_bytes(p.per_request_bytes), format_bytes(p.analytic_bytes))
-    con.table(g)
-    if narrow:
+    if "layers" in con.table(g):
         for grp in p.groups:
             con.print(f"  group {grp.index}: layers {_layers_text(grp.layers)}; blocks of {grp.block_size} tokens, "
                       f"pages {grp.page_bytes:,} B")
@@ -174,9 +175,9 @@ def render_engines(con, caps) -> None:
               f"dp {par.dp}: engines side by side (per GPU unless marked)")
     t = table()
     t.add_column("")
-    for c in caps:
-        prec = "" if isinstance(c, Refused) else f" ({c.plan.precision})"
-        t.add_column(f"{c.engine.title}{prec}", justify="right", no_wrap=True)
+    for k, c in enumerate(caps):  # figures wrap between words only (the budget rule) and, on a console too
+        prec = "" if isinstance(c, Refused) else f" ({c.plan.precision})"  # narrow even so, the last engines go
+        t.add_column(f"{c.engine.title}{prec}", justify="right", drop=len(caps) - k if k else None)
     for label, cells in _engine_rows(caps):
         t.add_row(label, *cells)
     con.table(t)

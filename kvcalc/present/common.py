@@ -5,12 +5,15 @@ from __future__ import annotations
 from ..textout import Table
 from ..units import format_tokens
 
-#: consoles narrower than this (an 80-column terminal) get the compact tables: detail moves under the table
+#: consoles narrower than this (an 80-column terminal) get the compact tables: detail moves under the table,
+#: and a line under it names the columns left out (textout.Table's hide_below)
 NARROW_BELOW = 104
 
 
 def table(title: str | None = None) -> Table:
-    return Table(title)
+    """A table for the command line: a column it leaves out on a narrow console is named under it, with the
+    ways to see it (every command prints its figures with --json)."""
+    return Table(title, see_also="use --json")
 
 
 def ctx_text(n: int, unit: bool = True) -> str:

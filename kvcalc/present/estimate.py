@@ -86,9 +86,9 @@ def render_summary(con, results: list[Estimate], refs: list[Estimate], headline:
     t.add_column("precision", no_wrap=True)
     t.add_column("per sequence", justify="right", no_wrap=True)
     if batch > 1:
-        t.add_column(f"x {batch:,}", justify="right", no_wrap=True)
-    if refs:
-        t.add_column(f"vs {refs[0].model.name}", justify="right", no_wrap=True)
+        t.add_column(f"x {batch:,}", justify="right", no_wrap=True, drop=2)
+    if refs:  # the ratio wraps before the factor, and goes first on a console too narrow even so
+        t.add_column(f"vs {refs[0].model.name}", justify="right", drop=1)
     last_model = None
     for e in results:
         for i, ctx in enumerate(contexts):
@@ -140,32 +140,32 @@ def _baseline_notes(results: list[Estimate]) -> list[str]:
 
 
 def render_kinds(con, e: Estimate) -> None:
-    """By layer kind. On a console narrower than the full table (an 80-column terminal) the format and per-layer
-    columns move out: formats and bytes per entry are in the Storage line under the table, per layer = all
-    layers / layers."""
-    narrow = con.width < NARROW_BELOW
-    cols = [("kind", "left"), ("layers", "right"), ("component", "left"), ("holds", "left"), ("format", "left"),
-            ("entries", "right"), ("B/entry", "right"), ("per layer", "right"), ("all layers", "right")]
-    keep = [k for k, (name, _) in enumerate(cols) if not (narrow and name in ("format", "per layer", "B/entry"))]
+    """By layer kind. On a console narrower than the full table (an 80-column terminal) the format, B/entry and
+    per-layer columns move out: formats and bytes per entry are in the Storage line under the table, per layer
+    = all layers / layers; the line under the table names them. Narrower still (60 columns) the holds column
+    (each cache's rule) and the entries go too, named the same way."""
+    # name, justify, no_wrap, hide_below, drop (textout.Table: left out narrower than hide_below, or lowest
+    # drop first when the table does not fit)
+    cols = (("kind", "left", False, None, None), ("layers", "right", False, None, None),
+            ("component", "left", False, None, None), ("holds", "left", False, None, 1),
+            ("format", "left", False, NARROW_BELOW, 0), ("entries", "right", True, None, 2),
+            ("B/entry", "right", True, NARROW_BELOW, 0), ("per layer", "right", True, NARROW_BELOW, 0),
+            ("all layers", "right", True, None, None))
     for i, ctx in enumerate(e.contexts.tolist()):
         t = table(f"{e.model.display_name}, {e.precision}, at {ctx_text(ctx)}: by layer kind")
-        for k in keep:
-            name, just = cols[k]
-            t.add_column(name, justify=just, no_wrap=name in ("per layer", "all layers", "entries", "B/entry"))
+        for name, just, no_wrap, hide_below, drop in cols:
+            t.add_column(name, justify=just, no_wrap=no_wrap, hide_below=hide_below, drop=drop)
         for label, (n, comps, layer_bytes) in e.kinds().items():
             if not comps:  # MLP / MoE layers of a hybrid: counted, holding nothing
-                row = [label, str(n), "(no cache)", "", "", "", "", "0 B", "0 B"]
-                t.add_row(*[row[k] for k in keep], end_section=True)
+                t.add_row(label, str(n), "(no cache)", "", "", "", "", "0 B", "0 B", end_section=True)
                 continue
             for j, c in enumerate(comps):
-                row = [label if j == 0 else "", str(n) if j == 0 else "", c.name, c.rule, c.format,
-                       f"{int(c.entries[i]):,}" if c.entry_bytes else "-",
-                       f"{c.entry_bytes:,}" if c.entry_bytes else "-",
-                       format_bytes(c.bytes[i]), format_bytes(c.bytes[i] * n)]
-                t.add_row(*[row[k] for k in keep])
-            total = ["", "", "layer total", "", "", "", "", format_bytes(layer_bytes[i]),
-                     format_bytes(layer_bytes[i] * n)]
-            t.add_row(*[total[k] for k in keep], end_section=True, style="bold")
+                t.add_row(label if j == 0 else "", str(n) if j == 0 else "", c.name, c.rule, c.format,
+                          f"{int(c.entries[i]):,}" if c.entry_bytes else "-",
+                          f"{c.entry_bytes:,}" if c.entry_bytes else "-",
+                          format_bytes(c.bytes[i]), format_bytes(c.bytes[i] * n))
+            t.add_row("", "", "layer total", "", "", "", "", format_bytes(layer_bytes[i]),
+                      format_bytes(layer_bytes[i] * n), end_section=True, style="bold")
         con.table(t)
         con.print(f"Total per sequence: {format_bytes(e.per_sequence[i])} ({int(e.per_sequence[i]):,} B)"
                   + (f"; x {e.batch} sequences: {format_bytes(e.total[i])} ({int(e.total[i]):,} B)" if e.batch > 1 else ""))
@@ -179,9 +179,9 @@ def render_layers(con, e: Estimate) -> None:
     comps = [", ".join(c.name for c in layer.components) for layer in e.layers]
     for i, ctx in enumerate(e.contexts.tolist()):
         t = table(f"{e.model.display_name}, {e.precision}, at {ctx_text(ctx)}: layer by layer")
-        for head, just in (("layer", "right"), ("kind", "left"), ("components", "left"), ("bytes", "right"),
-                           ("cumulative", "right")):
-            t.add_column(head, justify=just, no_wrap=just == "right")
+        for head, just, drop in (("layer", "right", None), ("kind", "left", None), ("components", "left", None),
+                                 ("bytes", "right", None), ("cumulative", "right", 1)):
+            t.add_column(head, justify=just, no_wrap=just == "right", drop=drop)
         running = 0
         for name, layer, comp in zip(names, e.layers, comps):
             b = int(layer.bytes[i])
@@ -223,7 +223,7 @@ def render_compare(con, a: Estimate, b: Estimate) -> None:
     t = table(f"{a.model.name} ({a.precision}) vs {b.model.name} ({b.precision}), per sequence")
     (ua, sa), (ub, sb) = _column_unit(a.per_sequence), _column_unit(b.per_sequence)
     for col in ("context", f"A: {a.model.name} ({ua})", f"B: {b.model.name} ({ub})", "B / A", "A / B"):
-        t.add_column(col, justify="right")
+        t.add_column(col, justify="right", drop=1 if col == "A / B" else None)  # A / B: the inverse of B / A
 
     def cell(v: float, unit: str, size: float) -> str:
         return f"{int(v):,}" if unit == "B" else f"{v / size:,.2f}"

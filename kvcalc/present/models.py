@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..textout import wrap
 from ..units import format_tokens
 from .common import ctx_text, table
 
@@ -42,9 +43,10 @@ def model_json(m, full: bool = False) -> dict:
 
 def render_models(con, specs) -> None:
     t = table("Shipped model configs")
+    drop = {"MTP": 1, "max context": 2, "precisions (default first)": 3}  # on a narrow console, first to go
     for col in ("name", "layers", "layout", "MTP", "max context", "precisions (default first)"):
         t.add_column(col, no_wrap=col in ("name", "layers", "MTP", "max context"),
-                      justify="right" if col in ("layers", "MTP", "max context") else "left")
+                     justify="right" if col in ("layers", "MTP", "max context") else "left", drop=drop.get(col))
     for m in specs:
         precs = [m.default_precision] + [p for p in m.precisions if p != m.default_precision]
         t.add_row(m.name, str(len(m.layers)), m.layout_text(), str(len(m.mtp_layers)),
@@ -75,6 +77,22 @@ def _runs(layers: tuple[str, ...], max_period: int = 4) -> str:
     return "; ".join(out)
 
 
+def _render_provenance(con, provenance: dict) -> None:
+    """Where each stated value came from: field and source side by side, or, on a console too narrow for the
+    two (field names and paths do not wrap), each source indented under its field in one column."""
+    t = table("Sources of stated values")
+    t.add_column("field")
+    t.add_column("source")
+    for k, v in provenance.items():
+        t.add_row(k, v)
+    if t.least_width() > con.width:
+        t = table("Sources of stated values")
+        t.add_column("field / source")
+        for k, v in provenance.items():
+            t.add_row("\n".join([k] + ["  " + piece for piece in wrap(v, con.width - 5)]))
+    con.table(t)
+
+
 def render_show(con, m) -> None:
     con.print(f"{m.display_name} ({m.name}) from {m.path}", style="bold")
     if m.description:
@@ -82,10 +100,10 @@ def render_show(con, m) -> None:
     con.print(f"max context: {ctx_text(m.max_context) if m.max_context else 'not stated'}; "
               f"layers: {len(m.layers)} ({m.layout_text()}); MTP layers: "
               f"{len(m.mtp_layers)}{' (' + m.mtp_layers[0] + ')' if m.mtp_layers else ''}")
-    t = table("Components")
+    t = table("Components")  # on a narrow console the cache kind goes first, then the rule
     t.add_column("component")
-    t.add_column("cache")
-    t.add_column("rule (L = context)")
+    t.add_column("cache", drop=1)
+    t.add_column("rule (L = context)", drop=2)
     for p in m.precisions:
         t.add_column(f"B/entry {p}", justify="right")
     for name, c in m.components.items():
@@ -108,11 +126,6 @@ def render_show(con, m) -> None:
                   + ", ".join(f"{r} = {f.name}" for r, f in p.formats.items())
                   + (f"  [{p.source}]" if p.source else ""))
     if m.provenance:
-        t = table("Sources of stated values")
-        t.add_column("field")
-        t.add_column("source")
-        for k, v in m.provenance.items():
-            t.add_row(k, v)
-        con.table(t)
+        _render_provenance(con, m.provenance)
     for k, v in m.sources.items():
         con.print(f"{k}: {v}")

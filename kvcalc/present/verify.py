@@ -94,7 +94,10 @@ def _fill_and_checks(con, r) -> None:
 def _bytes_table(first: str, count: str):
     """The per-group (or per-pool) table: what each holds, predicted, planned, expected and written bytes."""
     g = table()
+    # on a narrow console the expected bytes go first, then the counts, then what each holds
+    drop = {"expected written": 1, count: 2, "caches": 3}
     for name, just in ((first, "left"), ("caches", "left"), (count, "right"), ("predicted", "right"),
                        ("planned", "right"), ("expected written", "right"), ("written", "right")):
-        g.add_column(name, justify=just, no_wrap=name != "caches", max_width=24 if name == "caches" else None)
+        g.add_column(name, justify=just, no_wrap=just == "right", max_width=24 if name == "caches" else None,
+                     drop=drop.get(name))  # names wrap between words on a narrow console, figures never
     return g

@@ -35,8 +35,12 @@ def test_layers_chart(cli, tmp_path):
 def test_refusals(cli, tmp_path):
     r = cli("plot", "llama-3.1-8b", "-o", str(tmp_path / "x.jpg"))
     assert r.code == 2 and r.err.startswith("kvcalc: error: --output:") and ".png or .svg" in r.err
-    r = cli("plot", "llama-3.1-8b", "-o", str(tmp_path / "no-such-dir" / "x.png"))
-    assert r.code == 2 and "cannot write" in r.err
+    # every command that writes makes a missing folder (kvcalc.safewrite), plot too; a folder at the path is refused
+    r = cli("plot", "llama-3.1-8b", "-c", "1k..8k", "--points", "3", "-o", str(tmp_path / "no-such-dir" / "x.png"))
+    assert r.code == 0 and (tmp_path / "no-such-dir" / "x.png").stat().st_size > 0
+    (tmp_path / "d.png").mkdir()
+    r = cli("plot", "llama-3.1-8b", "-c", "1k..8k", "--points", "3", "-o", str(tmp_path / "d.png"))
+    assert r.code == 2 and "--output: cannot write" in r.err and "it is a folder" in r.err
 
 
 def test_without_matplotlib_one_line(tmp_path):

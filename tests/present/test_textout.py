@@ -2,7 +2,7 @@
 
 import io
 
-from kvcalc.textout import Console, Styled, Table, wrap
+from kvcalc.textout import Console, Styled, Table, left_out_line, wrap
 
 
 def _table():
@@ -143,3 +143,63 @@ def test_narrow_terminal_never_truncates_numbers(cli, monkeypatch):
     assert r.code == 0
     assert "…" not in r.out
     assert "83.88 GiB" in r.out and "290.91% (2.91x)" in r.out and "fp8_ds_mla_v4" in r.out
+
+
+def _wide_table(**marks):
+    """'name' (never left out), 'a' and 'b' (marked as given), 'n' (a figure): rows of 2 + 4 + 8 + 8 + 5 + 3 x 3
+    = 36 characters."""
+    t = Table()
+    t.add_column("name")
+    t.add_column("a", no_wrap=True, **marks.get("a", {}))
+    t.add_column("b", no_wrap=True, **marks.get("b", {}))
+    t.add_column("n", justify="right", no_wrap=True)
+    t.add_row("alfa", "aaaaaaaa", "bbbbbbbb", "1,024")
+    return t
+
+
+def test_columns_marked_drop_go_lowest_first_until_the_table_fits():
+    t = _wide_table(a={"drop": 2}, b={"drop": 1})
+    assert t.render(40)[1] == "  name   a          b              n" and t.left_out == [] and t.full_width == 36
+    # at 30, 'b' (drop 1) goes; what is left (2 + 4 + 8 + 5 + 2 x 3 = 25) fits, its rule one past the rows
+    assert t.render(30) == ["",
+        "  name   a              n",
+        " " + "\u2500" * 25,
+        "  alfa   aaaaaaaa   1,024",
+        "",
+    ]
+    assert t.left_out == ["b"] and t.full_width == 36
+    t.render(20)  # then 'a': 'name' and 'n' were never marked
+    assert t.left_out == ["a", "b"]
+    t.render(10)  # nothing more may go: printed too wide, the terminal wraps it
+    assert t.left_out == ["a", "b"]
+
+
+def test_hide_below_leaves_a_column_out_whatever_the_fit():
+    t = _wide_table(a={"hide_below": 104})
+    assert t.render(120)[1] == "  name   a          b              n" and t.left_out == []
+    assert t.render(80)[1] == "  name   b              n" and t.left_out == ["a"]
+    assert t.full_width == 104  # the width that shows every column
+
+
+def test_a_tight_table_fills_the_console_and_its_rule_stops_there():
+    t = _wide_table(b={"drop": 1})
+    lines = t.render(36)  # rows exactly 36 wide: the rule, one past them elsewhere, stops at the console's edge
+    assert t.left_out == [] and max(len(line) for line in lines) == 36 and lines[2] == " " + "\u2500" * 35
+    assert t.render(35) and t.left_out == ["b"]
+
+
+def test_console_names_the_columns_it_left_out(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    t = _wide_table(a={"hide_below": 104})
+    t.see_also = "use --json"
+    assert Console(width=80).table(t) == ["a"]
+    assert out.getvalue().splitlines()[-2:] == [
+        "Not shown at 80 columns: a; widen the terminal (104+ columns), set COLUMNS=120,",
+        "or use --json.",
+    ]
+    assert left_out_line(80, ["format", "per layer"], 131) == (
+        "Not shown at 80 columns: format, per layer; widen the terminal (131+ columns) or set COLUMNS=131.")
+    out.truncate(0)
+    out.seek(0)
+    assert Console(width=120).table(t) == [] and "Not shown" not in out.getvalue()

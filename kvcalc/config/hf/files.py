@@ -18,7 +18,11 @@ def locate(arg: str, flag: str = "--hf") -> str:
     config.json ``huggingface_hub`` fetches (from its cache, or online) when it is installed. Only here does
     kvcalc ever touch the network, and only when asked with a hub id."""
     p = Path(arg)
-    if arg.endswith(".json") or p.is_dir() or p.exists():
+    try:
+        local = arg.endswith(".json") or p.is_dir() or p.exists()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte
+        raise _fail(f"{flag}: {arg[:200]!r} is not a usable path ({getattr(exc, 'strerror', None) or exc})") from None
+    if local:
         return arg
     if not _HUB_ID.match(arg):
         raise _fail(f"{flag}: {arg[:200]!r} is neither a config.json, a folder holding one, nor a hub id org/name")
