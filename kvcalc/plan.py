@@ -81,6 +81,9 @@ def plan(
     stage_layers = set(range(n_layers))
     if stage is not None:
         stages = eng.pp_stages(len(spec.layers), getattr(settings, "pp", 1))
+        if stage >= len(stages):
+            raise KvcalcError(f"stage: {stage} is not one of the {len(stages)} pipeline stage(s) (0 to "
+                              f"{len(stages) - 1}) the settings give", param="stage")
         stage_layers = set(stages[stage])
         if mtp and stage == len(stages) - 1:  # the MTP layers sit after the last main layer
             stage_layers |= set(range(len(spec.layers), n_layers))

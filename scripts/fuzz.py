@@ -1,32 +1,53 @@
 #!/usr/bin/env python
-"""The fuzz run for the record: 10,000+ generated cases (CLI arguments, mutated configs, API calls), the same
-properties as tests/test_fuzz.py (tests/fuzzcases.py), deterministic seeds. Writes reports/fuzz.json.
+"""The fuzz run for the record: 20,000+ generated cases over every surface kvcalc reads (tests/fuzzsurfaces.py:
+every command's own flags, mutated YAML with aliases and tags, every family's config.json with fields of the wrong
+type or size, vLLM and SGLang logs with hostile numbers and lines, every writing command's output paths, the API
+with every argument), plus free-form command-line tokens and the engine grid (every model on every engine with
+each engine's options). The same contract as tests/test_fuzz.py (which runs a bounded slice of each surface).
+Deterministic seeds; the working directory is a scratch folder, so nothing in the checkout is written.
+Writes reports/fuzz.json: cases, outcomes and the slowest case per surface, the process's peak memory.
 
-    python scripts/fuzz.py                 # about 12,000 cases, a few minutes on 2 cores
-    python scripts/fuzz.py --cases 2000 --no-write
+    python scripts/fuzz.py                  # about 24,000 cases
+    python scripts/fuzz.py --scale 0.1 --no-write
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
+import os
 import random
+import resource
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import numpy as np  # noqa: E402
-
-import kvcalc  # noqa: E402
-from fuzzcases import COMMANDS, FLAGS, VALUES, classify, mutate_yaml, run_cli  # noqa: E402
+import fuzzsurfaces as FS  # noqa: E402
+from fuzzcases import COMMANDS, FLAGS, VALUES, classify, run_cli  # noqa: E402
 
 JUNK = ["", "\x00", "\u2603", "1" * 5000, "-" * 3, "--context=1M", "=", "{}", "[1,2]", "~", "null"]
+#: cases per surface at --scale 1
+PLAN = {"flags": 6000, "yaml": 3000, "config.json": 3000, "logs": 3000, "outputs": 1500, "api": 3000, "tokens": 2000}
+LIMIT_S = 5.0
+LIMIT_RSS_MB = 500  # the most one case may raise the process's peak resident memory
+
+
+def _warm() -> None:
+    """verify's heavy imports (torch, triton, the kernels) once, before any case: what a case then adds to the
+    peak is its own; the imports' share is reported as the baseline."""
+    try:
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+
+        import kvcalc_kernels  # noqa: F401
+        from kvcalc.verify import fill  # noqa: F401
+    except ImportError:
+        pass
 
 
 def token(rng: random.Random) -> str:
@@ -38,12 +59,6 @@ def token(rng: random.Random) -> str:
     if r < 0.95:
         return rng.choice(JUNK)
     return "".join(chr(rng.randrange(32, 0x2FF)) for _ in range(rng.randrange(0, 12)))
-
-
-def api_value(rng: random.Random):
-    return rng.choice([None, 1.5, float("nan"), float("inf"), -1, 0, 1, 1 << 40, 1 << 70, True, "1024", b"1024",
-                       [1, 2], [True], [1.0], [[1]], {"a": 1}, np.int64(5), np.array([1, 2]), np.array([[1]]),
-                       np.array([1.5]), np.array([2**63 - 1], dtype=np.uint64), "llama-3.1-8b", Path("x")])
 
 
 #: option sets of each engine (and shared ones) that the engine grid crosses with models and layouts
@@ -69,75 +84,104 @@ def engine_grid(configs) -> list[list[str]]:
     return out
 
 
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--cases", type=int, default=12_000)
-    ap.add_argument("--seed", type=int, default=20261130)
+    ap.add_argument("--scale", type=float, default=1.0, help="cases per surface x this (default 1: 21,500 + the grid)")
+    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--no-grid", action="store_true", help="leave out the engine grid (2,160 capacity runs)")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    configs = sorted((ROOT / "kvcalc" / "data" / "configs").glob("*.yaml"))
-    outcomes: Counter = Counter()
+    outcomes: dict[str, Counter] = defaultdict(Counter)
+    slowest: dict[str, tuple[float, str]] = {}
     failures: list[str] = []
-    slowest = 0.0
-
-    def drive(label: str, argv: list[str], prefix: str = "") -> None:
-        """Run one command line and record its outcome, or the contract it broke."""
-        nonlocal slowest
-        res = run_cli(argv)
-        slowest = max(slowest, res[3])
-        try:
-            outcomes[f"{label} " + classify(argv, *res)] += 1
-        except AssertionError as exc:
-            failures.append(f"{prefix}{str(exc)[:600]}")
-
-    n_cli, n_cfg = int(a.cases * 0.5), int(a.cases * 0.25)
-    n_api = a.cases - n_cli - n_cfg
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(n_cli):
-            drive("cli", [rng.choice(COMMANDS)] + [token(rng) for _ in range(rng.randrange(0, 7))])
-        for i in range(n_cfg):
-            cfg = rng.choice(configs)
-            path = Path(tmp) / f"m{i % 50}.yaml"
-            path.write_text(mutate_yaml(cfg.read_text(), rng.randrange(10_000), rng.choice(VALUES)))
-            argv = [rng.choice(["estimate", "show", "capacity"]), str(path)] + (
-                ["--kv-memory", "40GiB", "-c", "128k"] if rng.random() < 0.3 else [])
-            if argv[0] == "capacity" and "--kv-memory" not in argv:
-                argv += ["--kv-memory", "40GiB", "-c", "128k"]
-            drive("config", argv, f"{cfg.name}: ")
-        for argv in engine_grid(configs):  # every model on every engine, with each engine's own options
-            drive("engines", argv)
-        for _ in range(n_api):
-            model, context = rng.choice(["llama-3.1-8b", "deepseek-v4-pro", api_value(rng)]), api_value(rng)
-            use_numpy = rng.random() < 0.5  # both vector kinds (kvcalc.vec): numpy arrays and Python ints
-            t = time.perf_counter()
-            try:
-                e = kvcalc.estimate(model, context, numpy=use_numpy)
-                seq = np.asarray(e.per_sequence)
-                ok = seq.dtype.kind == "i" and bool((seq >= 0).all()) and all(math.isfinite(float(x)) for x in seq)
-                outcomes["api ok" if ok else "api BAD NUMBERS"] += 1
-                if not ok:
-                    failures.append(f"api numbers: {model!r} {context!r}")
-            except kvcalc.KvcalcError as exc:
-                outcomes["api rejected"] += 1
-                if "\n" in str(exc):
-                    failures.append(f"api multi-line error: {model!r} {context!r}")
-            except Exception as exc:  # the contract: only KvcalcError
-                outcomes["api EXCEPTION"] += 1
-                failures.append(f"api {type(exc).__name__}: {exc} for {model!r} {context!r}"[:300])
-            slowest = max(slowest, time.perf_counter() - t)
+    _warm()
+    baseline = _rss_mb()
+    options = FS.command_options()
+    commands_run: Counter = Counter()
+
+    def record(surface: str, label: str, seconds: float, outcome: str | None, error: str | None) -> None:
+        if outcome is not None:
+            outcomes[surface][outcome] += 1
+        if error is not None:
+            outcomes[surface]["FAILED"] += 1
+            failures.append(f"{surface}: {error[:600]}")
+        if seconds > slowest.get(surface, (0.0, ""))[0]:
+            slowest[surface] = (seconds, label[:200])
+        if seconds > LIMIT_S:
+            failures.append(f"{surface}: {seconds:.1f} s: {label[:300]}")
+
+    steps: list[tuple[float, str]] = []  # (peak-RSS rise in MB, case): what raised the process's peak
+
+    def drive(surface: str, argv: list[str]) -> None:
+        commands_run[argv[0] if argv else ""] += 1
+        before = _rss_mb()
+        res = run_cli(argv)
+        rise = _rss_mb() - before
+        if rise > 20:
+            steps.append((rise, f"{surface}: {argv!r}"[:300]))
+        if rise > LIMIT_RSS_MB:
+            failures.append(f"{surface}: raised the peak resident memory by {rise:.0f} MB: {argv!r}"[:400])
+        try:
+            record(surface, repr(argv), res[3], classify(argv, *res, limit_s=1e9), None)
+        except AssertionError as exc:
+            record(surface, repr(argv), res[3], None, str(exc))
+
+    with tempfile.TemporaryDirectory(prefix="kvcalc-fuzz-") as tmp:
+        scratch = Path(tmp)
+        old = FS.chdir_scratch(scratch)
+        try:
+            for surface, n in PLAN.items():
+                for _ in range(int(n * a.scale)):
+                    if surface == "tokens":
+                        drive("tokens", [rng.choice(COMMANDS)] + [token(rng) for _ in range(rng.randrange(0, 7))])
+                        continue
+                    c = FS.case(surface, rng, scratch, options)
+                    if c[0] == "cli":
+                        drive(surface, c[1])
+                    else:
+                        t = time.perf_counter()
+                        try:
+                            out, err = FS.run_api(c[1], c[2]), None
+                        except AssertionError as exc:
+                            out, err = None, str(exc)
+                        record(surface, c[1], time.perf_counter() - t, out, err)
+                if surface == "outputs":
+                    if not FS.victim_intact(scratch):
+                        failures.append("outputs: a write followed a link and overwrote its target")
+                    if FS.leftovers(scratch):
+                        failures.append(f"outputs: temporary files left behind: {FS.leftovers(scratch)[:3]}")
+            if not a.no_grid:
+                for argv in engine_grid(FS.CONFIGS):
+                    drive("engines", argv)
+        finally:
+            os.chdir(old)
+    rss = _rss_mb()
     out = {
-        "cases": a.cases, "seed": a.seed, "seconds": round(time.perf_counter() - t0, 1),
-        "outcomes": dict(sorted(outcomes.items())), "failures": len(failures), "first_failures": failures[:20],
-        "slowest_case_seconds": round(slowest, 3), "limit_seconds": 5.0,
+        "cases": sum(sum(c.values()) for c in outcomes.values()), "seed": a.seed, "scale": a.scale,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "surfaces": {s: {"cases": sum(c.values()), "outcomes": dict(sorted(c.items())),
+                         "slowest_seconds": round(slowest.get(s, (0.0, ""))[0], 3),
+                         "slowest_case": slowest.get(s, (0.0, ""))[1]} for s, c in outcomes.items()},
+        "commands": dict(sorted(commands_run.items())),
+        "commands_not_reached": sorted(set(options) - set(commands_run)),
+        "failures": len(failures), "first_failures": failures[:20],
+        "baseline_rss_mb": round(baseline), "peak_rss_mb": round(rss),
+        "peak_rss_rises": [{"mb": round(mb), "case": c} for mb, c in sorted(steps, reverse=True)[:8]],
+        "limits": {"seconds_per_case": LIMIT_S, "peak_rss_rise_mb_per_case": LIMIT_RSS_MB},
         "contract": "exit 0 with finite non-negative numbers, or exit 2 with one 'kvcalc: error:' line, or a "
-                    "claims/check-log verdict (exit 1); never a traceback or an internal error",
+                    "claims/check-log/verify verdict (exit 1); the API raises only KvcalcError, one line; never a "
+                    "traceback or an internal error; no write follows a link or leaves a temporary file",
     }
     print(json.dumps(out, indent=2))
     if not a.no_write:
         (ROOT / "reports" / "fuzz.json").write_text(json.dumps(out, indent=2) + "\n")
-    return 1 if failures or slowest > 5.0 else 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def classify(argv: list[str], code: int, out: str, err: str, seconds: float, lim
         errors = [line for line in lines if line.startswith("kvcalc: error:")]
         assert len(errors) == 1 and lines[-1] == errors[0], f"rejection is not one error line: {where}\n{err[-500:]}"
         return "rejected"
-    if code == 1 and argv and argv[0] in ("claims", "check-log"):
+    if code == 1 and argv and (argv[0] in ("claims", "check-log") or (argv[0] == "report" and "--check" in argv)):
         return "verdict"
     raise AssertionError(f"exit code {code}: {where}\n{err[-500:]}")
 

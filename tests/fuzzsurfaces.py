@@ -1,0 +1,377 @@
+"""The fuzz's input surfaces, shared by scripts/fuzz.py (20,000+ cases for the record, reports/fuzz.json) and
+tests/test_fuzz.py (a bounded slice of each). Every surface kvcalc reads is generated:
+
+* ``flags``: every command (all of ``kvcalc --help``), each with a random subset of its own options, read from
+  the command line app itself (so a new flag is fuzzed the day it lands), with values of every kind;
+* ``yaml``: shipped configs mutated (lines dropped, duplicated, values swapped), with aliases (bombs, recursive
+  ones), explicit tags, huge numbers;
+* ``config.json``: every family's Hugging Face fixture with one or two fields replaced by a value of another
+  type or size (lists, mappings, strings, 10^8, 2^40, floats, booleans, nested, deleted), or its family swapped;
+* ``logs``: vLLM's and SGLang's start-up logs (published and synthetic) with numbers replaced (0, negative,
+  hundreds of digits, floats), lines duplicated, dropped or made huge, the model id changed;
+* ``outputs``: every command that writes, to an existing file, a folder, a link, a dangling link, a missing
+  folder, a NUL byte, a very long name;
+* ``api``: estimate, plan, capacity, check_log and verify's argument checks with every argument, valid and not.
+
+A case is ``("cli", argv)`` or ``("api", label, callable)``. Cases run with the working directory set to a
+scratch folder, so nothing in the checkout is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "kvcalc" / "data" / "configs").glob("*.yaml"))
+HF = sorted((ROOT / "tests" / "fixtures" / "hf").glob("*.json"))
+LOGS = sorted((ROOT / "tests" / "fixtures" / "logs").glob("*.log"))
+MODELS = [c.stem for c in CONFIGS]
+
+#: values of every kind an option may be given
+VALUES = ["1M", "128k", "4k", "1k", "64", "0", "-1", "1.5M", "1e9", "nan", "inf", "9" * 60, "9" * 5000, "", " ",
+          "1,2,3", "1k..1M", "4k..1k", "1k..8k:1k", "bf16", "fp8", "fp32-state", "all", "article", "complete", "h200",
+          "h100", "b200", "nope", "vllm", "sglang", "exact", "vllm,sglang", "sglang,exact,vllm", "a" * 300, "/dev/null",
+          "/", "\u00e9\u00e8", "1_048_576", "0x10", "40GiB", "1.0", "0.5", "2", "8", "3", "mxfp4", "json", "csv",
+          "\x7f", "--", "-", "flashinfer", "triton", "torch", "cpu", "cuda", "none", "sample", "0.83", "256", "1e400",
+          *MODELS[:6], str(HF[0]), str(LOGS[0])]
+JUNK = ["\x00", "\u2603", "--context=1M", "=", "{}", "[1,2]", "~", "null", "--bogus"]
+
+#: small contexts for the commands that allocate (verify): a fuzz case must stay under 500 MB
+SMALL_CONTEXTS = ["64", "256", "512", "1k", "0", "-5", "nan", "1e400", "9" * 50, "x"]
+
+
+def command_options() -> dict[str, list[tuple[list[str], str, bool]]]:
+    """Every command and its options, from the CLI itself: command -> [(flags, type name, is a flag)]."""
+    import typer
+
+    from kvcalc.cli.app import app
+
+    group = typer.main.get_command(app)
+    out = {}
+    for name, cmd in sorted(group.commands.items()):
+        opts = []
+        for p in cmd.params:
+            if p.param_type_name != "option":
+                continue
+            flags = list(p.opts) + list(getattr(p, "secondary_opts", []))
+            opts.append((flags, getattr(p.type, "name", "text"), bool(getattr(p, "is_flag", False))))
+        out[name] = opts
+    return out
+
+
+def _value(rng: random.Random, type_name: str) -> str:
+    if type_name == "integer" and rng.random() < 0.5:
+        return rng.choice(["0", "1", "2", "8", "-1", "3", "64", "4096", "9" * 30, "9" * 5000, "1.5", "x"])
+    if type_name == "float" and rng.random() < 0.5:
+        return rng.choice(["0", "0.5", "0.9", "1", "1.5", "-0.1", "nan", "inf", "1e-300", "1e400", "x"])
+    return rng.choice(VALUES)
+
+
+# ---- flags: every command, its own options --------------------------------------------------------------------
+def flags_case(rng: random.Random, scratch: Path, options: dict) -> tuple:
+    command = rng.choice(sorted(options))
+    argv = [command]
+    positional = {"estimate": MODELS, "compare": MODELS, "show": MODELS, "capacity": MODELS, "sweep": MODELS,
+                  "plot": MODELS, "verify": ["llama-3.1-8b", "gpt-oss-20b", "qwen3.5-9b", "deepseek-v3.2"],
+                  "import-hf": [str(p) for p in HF], "check-log": [str(p) for p in LOGS]}
+    if command in positional and rng.random() < 0.9:
+        argv.append(rng.choice(positional[command]))
+        if command == "compare" and rng.random() < 0.8:
+            argv.append(rng.choice(MODELS))
+    for flags, type_name, is_flag in rng.sample(options[command], min(len(options[command]), rng.randrange(0, 6))):
+        flag = rng.choice(flags)
+        argv.append(flag)
+        if not is_flag:
+            argv.append(_value(rng, type_name))
+    if rng.random() < 0.05:
+        argv.append(rng.choice(JUNK))
+    return ("cli", _safe(argv, scratch, rng))
+
+
+def _safe(argv: list[str], scratch: Path, rng: random.Random) -> list[str]:
+    """A command line that cannot touch the checkout or allocate gigabytes: writes go under ``scratch``
+    (report's --out, -o, --report), verify keeps a small context, fills at most a sample, on the CPU."""
+    out = list(argv)
+    cmd = out[0]
+    for flag in ("--output", "-o", "--out", "--report"):
+        while flag in out:
+            i = out.index(flag)
+            del out[i:i + 2]
+    if cmd == "verify":
+        for flag in ("--context", "-c", "--batch", "-b", "--tp", "--device", "--fill"):
+            while flag in out:
+                i = out.index(flag)
+                del out[i:i + 2]
+        out += ["-c", rng.choice(SMALL_CONTEXTS), "--fill", rng.choice(["none", "none", "sample"]), "--device", "cpu"]
+        if rng.random() < 0.3:
+            out += ["--batch", rng.choice(["1", "2", "0", "x"])]
+    if cmd in ("import-hf", "sweep", "plot") and rng.random() < 0.7:
+        out += ["-o", str(scratch / f"out{rng.randrange(5)}.{'svg' if cmd == 'plot' else 'txt'}")]
+    if cmd == "plot" and "-o" not in out:
+        out += ["-o", str(scratch / "p.svg")]
+    if cmd == "report":
+        out += ["--out", str(scratch / f"rep{rng.randrange(3)}"), "--no-plots"]
+    if cmd == "verify" and rng.random() < 0.2:
+        out += ["--report", str(scratch / "v.json")]
+    if "--points" in out:  # a plot or sweep of 10^6 points is slow by request, not a defect
+        i = out.index("--points")
+        if i + 1 < len(out) and out[i + 1].isdigit() and len(out[i + 1]) < 6 and int(out[i + 1]) > 64:
+            out[i + 1] = "64"
+    return out
+
+
+# ---- YAML: mutated configs, aliases, tags ----------------------------------------------------------------------
+def _alias_bomb(levels: int = 8) -> str:
+    return "[&a0 [x, x, x, x, x, x, x, x, x]" + "".join(
+        f", &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels + 1)) + "]"
+
+
+def yaml_text(rng: random.Random) -> str:
+    from fuzzcases import mutate_yaml
+
+    text = rng.choice(CONFIGS).read_text()
+    lines = text.splitlines()
+    r = rng.random()
+    if r < 0.55:
+        return mutate_yaml(text, rng.randrange(10_000), rng.choice(VALUES))
+    i = rng.randrange(len(lines))
+    m = re.match(r"^(\s*[\w.-]+:)\s*(.*)$", lines[i])
+    if not m:
+        return text
+    value = rng.choice([_alias_bomb(), _alias_bomb(5), "&r [*r]", "!!set {a: null}", "!!binary aGk=",
+                        "!!timestamp 2001-13-45", "!!float 1e400", "9" * 5000, "-" + "9" * 30, "[" * 50 + "]" * 50,
+                        "{a: &x [1, 2], b: *x}", "!!python/object:os.system 'x'", "2026-04-24", "~", "[]", "{}"])
+    lines[i] = f"{m.group(1)} {value}"
+    return "\n".join(lines) + "\n"
+
+
+def yaml_case(rng: random.Random, scratch: Path) -> tuple:
+    path = scratch / f"m{rng.randrange(20)}.yaml"
+    path.write_text(yaml_text(rng))
+    cmd = rng.choice(["estimate", "show", "capacity", "compare", "sweep"])
+    argv = [cmd, str(path)]
+    if cmd == "compare":
+        argv.append(rng.choice(MODELS))
+    if cmd == "capacity":
+        argv += ["--kv-memory", "40GiB", "-c", rng.choice(["4k", "128k"]), "--engine", rng.choice(["vllm", "sglang", "exact"])]
+    if cmd in ("estimate", "sweep"):
+        argv += ["-c", rng.choice(["1k", "1k,1M", "4k..64k"])]
+    return ("cli", argv)
+
+
+# ---- config.json: every family, fields of the wrong type or size ------------------------------------------------
+HOSTILE = [None, True, False, 0, -1, 1, 3, 10**8, 2**40, 2**70, 1.5, float("nan"), "x", "float32", "", [], [1], ["a"],
+           [[1]], {}, {"a": 1}, "1" * 300, 1e308, [1, "2", None], {"kda_layers": "x"}]
+
+
+def hf_data(rng: random.Random) -> dict:
+    data = json.loads(rng.choice(HF).read_text())
+    target = data["text_config"] if isinstance(data.get("text_config"), dict) and rng.random() < 0.7 else data
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        keys = list(target)
+        r = rng.random()
+        if r < 0.1:
+            target["model_type"] = rng.choice(["llama", "deepseek_v3", "nemotron_h", "kimi_linear", "qwen3_next",
+                                               "deepseek_v4", "gemma3", "minimax", "falcon_h1", "jamba", "llama4"])
+        elif r < 0.2 and keys:
+            del target[rng.choice(keys)]
+        elif keys:
+            key = rng.choice(keys)
+            value = target[key]
+            if isinstance(value, dict) and value and rng.random() < 0.5:  # one level down (linear_attn_config)
+                value[rng.choice(list(value))] = rng.choice(HOSTILE)
+            else:
+                target[key] = rng.choice(HOSTILE)
+    return data
+
+
+def hf_case(rng: random.Random, scratch: Path) -> tuple:
+    path = scratch / f"c{rng.randrange(20)}.json"
+    text = json.dumps(hf_data(rng), allow_nan=True)
+    if rng.random() < 0.05:
+        text = rng.choice(["[" * 100_000, text[: len(text) // 2], "\ufeff" + text, '{"a": ' + "9" * 5000 + "}"])
+    path.write_text(text)
+    cmd = rng.choice(["import-hf", "estimate", "show", "capacity"])
+    if cmd == "import-hf":
+        argv = ["import-hf", str(path)] + (["-o", str(scratch / "imported.yaml")] if rng.random() < 0.3 else [])
+    else:
+        argv = [cmd, "--hf", str(path)]
+    if cmd == "capacity":
+        argv += ["--kv-memory", "40GiB", "-c", "8k", "--engine", rng.choice(["vllm", "sglang", "exact"])]
+    if cmd == "estimate":
+        argv += ["-c", "8k"]
+    return ("cli", argv)
+
+
+# ---- logs: numbers, lines and ids of both engines' start-up logs -------------------------------------------------
+def log_text(rng: random.Random) -> str:
+    text = rng.choice(LOGS).read_text()
+    lines = text.splitlines()
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        r = rng.random()
+        if r < 0.5:
+            nums = list(re.finditer(r"\d[\d,.]*", text))
+            if nums:
+                m = rng.choice(nums)
+                text = text[:m.start()] + rng.choice(["0", "-1", "9" * 400, "9" * 300 + ".5", "1e400", "0.0", "nan",
+                                                      "18446744073709551616", "1,0,0", "", "x"]) + text[m.end():]
+        elif r < 0.6 and lines:
+            i = rng.randrange(len(lines))
+            lines.insert(i, lines[i])
+            text = "\n".join(lines)
+        elif r < 0.7 and lines:
+            del lines[rng.randrange(len(lines))]
+            text = "\n".join(lines)
+        elif r < 0.8:
+            text = "GPU KV cache size: " + "x" * rng.choice([70_000, 2_000_000]) + "\n" + text
+        elif r < 0.9:
+            text = re.sub(r"model(_path)?'?[:=] ?'[^']+'", "model='acme/x'", text, count=1)
+        else:
+            text = text.replace("\n", "\r\n") if rng.random() < 0.5 else text + "\x00" * 10
+        lines = text.splitlines()
+    return text
+
+
+def log_case(rng: random.Random, scratch: Path) -> tuple:
+    path = scratch / f"l{rng.randrange(20)}.log"
+    path.write_text(log_text(rng), encoding="utf-8", errors="replace")
+    argv = ["check-log", str(path)]
+    for flag, values in (("-m", MODELS), ("-p", ["bf16", "fp8", "x"]), ("--engine", ["vllm", "sglang", "exact", "x"]),
+                         ("--tp", ["1", "0", "8", "x"]), ("--block-size", ["16", "0", "64"]), ("--json", None)):
+        if rng.random() < 0.2:
+            argv += [flag] + ([rng.choice(values)] if values else [])
+    return ("cli", argv)
+
+
+# ---- outputs: every command that writes, to every kind of path ---------------------------------------------------
+def output_path(rng: random.Random, scratch: Path, suffix: str) -> str:
+    kind = rng.choice(["new", "existing", "folder", "link", "dangling", "missing-dir", "nul", "long", "dot"])
+    base = scratch / "outs"
+    base.mkdir(exist_ok=True)
+    p = base / f"{kind}{rng.randrange(3)}{suffix}"
+    if kind == "existing":
+        p.write_text("old")
+    elif kind == "folder":
+        p.mkdir(exist_ok=True)
+    elif kind in ("link", "dangling"):
+        victim = base / "victim.txt"
+        victim.write_text("precious")
+        if p.is_symlink() or p.exists():
+            p.unlink()
+        p.symlink_to(victim if kind == "link" else base / "nothing-here")
+    elif kind == "missing-dir":
+        return str(base / f"sub{rng.randrange(99)}" / "deeper" / f"f{suffix}")
+    elif kind == "nul":
+        return str(base / f"a\x00b{suffix}")
+    elif kind == "long":
+        return str(base / ("n" * 300 + suffix))
+    elif kind == "dot":
+        return "."
+    return str(p)
+
+
+def outputs_case(rng: random.Random, scratch: Path) -> tuple:
+    cmd = rng.choice(["import-hf", "sweep", "plot", "verify", "report"])
+    if cmd == "import-hf":
+        return ("cli", ["import-hf", str(rng.choice(HF)), "-o", output_path(rng, scratch, ".yaml")])
+    if cmd == "sweep":
+        return ("cli", ["sweep", rng.choice(MODELS), "-c", "1k,2k", "-o", output_path(rng, scratch, ".csv")])
+    if cmd == "plot":
+        return ("cli", ["plot", rng.choice(MODELS), "-c", "1k..8k", "--points", "3", "-o",
+                        output_path(rng, scratch, rng.choice([".svg", ".png", ".txt"]))])
+    if cmd == "verify":
+        return ("cli", ["verify", "llama-3.1-8b", "-c", "64", "--fill", "none", "--report",
+                        output_path(rng, scratch, ".json")])
+    return ("cli", ["report", "--no-plots", "--out", output_path(rng, scratch, "")])
+
+
+def victim_intact(scratch: Path) -> bool:
+    """No write followed a link: the link target planted by ``output_path`` still holds its text."""
+    victim = scratch / "outs" / "victim.txt"
+    return not victim.exists() or victim.read_text() == "precious"
+
+
+def leftovers(scratch: Path) -> list[str]:
+    """Temporary files a write left behind (kvcalc.safewrite names them .<name>.<random>.tmp)."""
+    return [str(p) for p in scratch.rglob("*.tmp") if p.name.startswith(".")]
+
+
+# ---- the API, every argument -----------------------------------------------------------------------------------
+def api_value(rng: random.Random):
+    import numpy as np
+
+    return rng.choice([None, 1.5, float("nan"), float("inf"), -1, 0, 1, 1 << 40, 1 << 70, True, "1024", b"1024",
+                       [1, 2], [True], [1.0], [[1]], {"a": 1}, {"fp8"}, np.int64(5), np.array([1, 2]), np.array([[1]]),
+                       np.array([1.5]), np.array([2**63 - 1], dtype=np.uint64), np.ma.masked_array([1, 2], [0, 1]),
+                       "llama-3.1-8b", "fp8", "bf16", "article", "vllm", "sglang", "h200", Path("x"), 1024, 131072])
+
+
+def api_case(rng: random.Random, scratch: Path) -> tuple:
+    import kvcalc
+    from kvcalc.capacity import Parallel, capacity
+    from kvcalc.checklog import check_log
+    from kvcalc.plan import plan
+
+    model = rng.choice(["llama-3.1-8b", "deepseek-v4-pro", "qwen3.5-9b", "gpt-oss-20b", api_value(rng)])
+    name = rng.choice(["estimate", "plan", "capacity", "check_log"])
+    if name == "estimate":
+        kw = {k: api_value(rng) for k in rng.sample(["precision", "basis", "batch", "mtp", "numpy"], rng.randrange(0, 3))}
+        return ("api", f"estimate({model!r}, ..., {kw!r})"[:200], lambda: kvcalc.estimate(model, api_value(rng), **kw))
+    if name == "plan":
+        kw = {k: api_value(rng) for k in rng.sample(["precision", "engine", "settings", "mtp", "tp", "stage"],
+                                                    rng.randrange(0, 3))}
+        return ("api", f"plan({model!r}, {kw!r})"[:200], lambda: plan(model, rng.choice([1024, api_value(rng)]), **kw))
+    if name == "capacity":
+        kw = {k: api_value(rng) for k in rng.sample(["precision", "engine", "settings", "mtp", "gpu", "kv_memory",
+                                                     "weights_bytes", "reserve_bytes"], rng.randrange(0, 3))}
+        if "gpu" not in kw and "kv_memory" not in kw:
+            kw["kv_memory"] = 40 << 30
+        if rng.random() < 0.2:
+            kw["parallel"] = rng.choice([Parallel(tp=2), Parallel(tp=api_value(rng)), {"tp": 2}, None])
+        return ("api", f"capacity({model!r}, {kw!r})"[:200],
+                lambda: capacity(model, rng.choice([1024, 131072, api_value(rng)]), **kw))
+    kw = {k: api_value(rng) for k in rng.sample(["source", "engine", "model", "precision", "settings", "tp"],
+                                                rng.randrange(0, 3))}
+    text = rng.choice([log_text(rng), api_value(rng)])
+    return ("api", f"check_log(..., {kw!r})"[:200], lambda: check_log(text, **kw))
+
+
+SURFACES = {"flags": None, "yaml": yaml_case, "config.json": hf_case, "logs": log_case, "outputs": outputs_case,
+            "api": api_case}
+
+
+def case(surface: str, rng: random.Random, scratch: Path, options: dict | None = None) -> tuple:
+    if surface == "flags":
+        return flags_case(rng, scratch, options or command_options())
+    return SURFACES[surface](rng, scratch)
+
+
+def run_api(label: str, fn) -> str:
+    """'ok', 'rejected', or raise AssertionError naming what broke the contract (only KvcalcError, one line)."""
+    import math
+
+    import numpy as np
+
+    import kvcalc
+
+    try:
+        out = fn()
+    except kvcalc.KvcalcError as exc:
+        assert "\n" not in str(exc), f"multi-line error: {label}: {exc}"
+        return "rejected"
+    except Exception as exc:  # the contract: nothing but KvcalcError
+        raise AssertionError(f"{type(exc).__name__}: {str(exc)[:200]} for {label}") from None
+    if isinstance(out, kvcalc.Estimate):
+        seq = np.asarray(out.per_sequence)
+        assert seq.dtype.kind == "i" and (seq >= 0).all() and all(math.isfinite(float(x)) for x in seq), label
+    return "ok"
+
+
+def chdir_scratch(scratch: Path) -> str:
+    old = os.getcwd()
+    os.chdir(scratch)
+    return old
