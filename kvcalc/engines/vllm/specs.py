@@ -198,10 +198,17 @@ def cache_block_size(comps: list[CacheSpec], requested: int | None) -> int:
     if len(fixed) > 1:
         raise KvcalcError(f"engine vllm: the model's caches need incompatible block sizes {sorted(fixed)}")
     if requested is not None:
-        if fixed and requested not in fixed:
+        # v1/attention/backend.py supports_block_size: with hybrid blocks a block need only be a multiple of the
+        # kernel's block ("even if the kernel requires a fixed block_size"); so 128 passes FlashMLA's [64]
+        if fixed == {V4_BLOCK} and requested != V4_BLOCK:
             raise KvcalcError(
-                f"block_size: vLLM {VERSION}'s backends for this model accept only {sorted(fixed)[0]} tokens, "
-                f"got {requested}", param="block_size"
+                f"block_size: vLLM {VERSION} also accepts multiples of {V4_BLOCK} for DeepSeek V4, but kvcalc models its "
+                f"compressed and state groups at the {V4_BLOCK}-token block only (the size checked against vLLM's "
+                f"planner), got {requested}", param="block_size")
+        if fixed and requested % next(iter(fixed)):
+            raise KvcalcError(
+                f"block_size: vLLM {VERSION}'s backends for this model need a multiple of {sorted(fixed)[0]} tokens "
+                f"(their kernel block), got {requested}", param="block_size"
             )
         if requested % multiple:
             raise KvcalcError(

@@ -139,8 +139,13 @@ def test_block_size_option_is_checked_against_the_backends():
     assert plan("llama-3.1-8b", 4096, settings=V.Settings(block_size=32)).bytes_per_block == 32 * 32 * 8 * 256 * 2
     with pytest.raises(KvcalcError, match=r"^block_size: .* multiple of 16"):
         plan("llama-3.1-8b", 4096, settings=V.Settings(block_size=24))
-    with pytest.raises(KvcalcError, match=r"^block_size: .* only 256"):
+    with pytest.raises(KvcalcError, match=r"^block_size: .* at the 256-token block only"):
         plan("deepseek-v4-pro", 4096, settings=V.Settings(block_size=64))
+    # supports_block_size (hybrid blocks): a multiple of FlashMLA's 64-token kernel block passes; V3's latent
+    # page at 128 tokens: 128 x 576 x 2 B (bf16) per layer, 61 layers
+    assert plan("deepseek-v3", 4096, settings=V.Settings(block_size=128)).bytes_per_block == 128 * 576 * 2 * 61
+    with pytest.raises(KvcalcError, match=r"^block_size: .* need a multiple of 64 tokens"):
+        plan("deepseek-v3", 4096, settings=V.Settings(block_size=96))
 
 
 def test_exact_engine_is_the_estimate():
