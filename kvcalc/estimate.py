@@ -9,6 +9,7 @@ component arrays: the work is per kind, not per layer.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Literal, Sequence, Union
@@ -37,6 +38,8 @@ PAGING = "exact bytes (no page or block rounding)"
 #: Byte counts are int64; anything near 2^63 B (8 EiB) is a typo in a config or an argument.
 MAX_BYTES = (1 << 63) - 1
 MAX_BATCH = 1 << 32
+#: contexts in one call: a million take seconds and a few hundred MB (a vector per cache kind); ten million, GBs
+MAX_CONTEXTS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,12 @@ def _contexts(context: int | Iterable[int], numpy: bool):
         return KvcalcError(f"context: token counts must be integers (an int or a list of ints), got {what}",
                            param="context")
 
+    def too_many(n: int | None) -> KvcalcError:
+        count = f"{n:,}" if n is not None else f"more than {MAX_CONTEXTS:,}"
+        return KvcalcError(f"context: {count} contexts at once; kvcalc computes at "
+                           f"most {MAX_CONTEXTS:,} in one call (each holds a vector per cache kind): split them",
+                           param="context")
+
     def outside(v) -> KvcalcError:
         return KvcalcError(f"context: {int(v)} is outside 1 .. {MAX_TOKENS:,} tokens", param="context")
 
@@ -197,6 +206,8 @@ def _contexts(context: int | Iterable[int], numpy: bool):
             raise bad(f"an array of {context.dtype} with shape {context.shape}")
         if context.dtype.kind == "u" and context.size and int(context.max()) > MAX_TOKENS:
             raise outside(context.max())  # before the cast to int64 could wrap it
+        if context.size > MAX_CONTEXTS:
+            raise too_many(context.size)
         arr = np.atleast_1d(context.astype(np.int64))
         if arr.size == 0:
             raise KvcalcError("context: give at least one context length", param="context")
@@ -208,7 +219,11 @@ def _contexts(context: int | Iterable[int], numpy: bool):
             isinstance(context, (Iterable, int, *np_int))):
         raise bad(type(context).__name__)
     # an int or a flat sequence: checked in Python ints, before numpy could wrap them into int64
-    values = [context] if isinstance(context, (int, *np_int)) else list(context)
+    if hasattr(context, "__len__") and len(context) > MAX_CONTEXTS:
+        raise too_many(len(context))
+    values = [context] if isinstance(context, (int, *np_int)) else list(itertools.islice(context, MAX_CONTEXTS + 1))
+    if len(values) > MAX_CONTEXTS:
+        raise too_many(None)
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, *np_int)):  # numpy.bool_ is no numpy.integer
             raise bad(f"an element of type {type(v).__name__}")

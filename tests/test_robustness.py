@@ -177,3 +177,19 @@ def test_console_script_has_no_traceback_for_a_planted_bug():
 def test_a_nul_byte_in_a_path(cli, argv):
     # found by scripts/fuzz.py: the OS refuses such a path with ValueError, not OSError
     _one_line_exit_2(cli(*argv))
+
+
+def test_a_count_is_checked_before_anything_is_built_from_it(cli):
+    # a range of 2M contexts is refused from its count (2,097,152), not after building it; the API the same for
+    # a sequence with a length and for an endless generator (it reads at most 1,000,001 values)
+    import itertools
+
+    import kvcalc
+
+    r = cli("sweep", "llama-3.1-8b", "-c", "1..2M:1")
+    _one_line_exit_2(r)
+    assert "has 2,097,152 points; at most 1,000,000" in r.err
+    with pytest.raises(kvcalc.KvcalcError, match="^context: 2,000,000 contexts at once"):
+        kvcalc.estimate("llama-3.1-8b", range(1, 2_000_001))
+    with pytest.raises(kvcalc.KvcalcError, match="^context: more than 1,000,000 contexts at once"):
+        kvcalc.estimate("llama-3.1-8b", itertools.count(1))

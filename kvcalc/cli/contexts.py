@@ -8,10 +8,8 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import KvcalcError
+from ..estimate import MAX_CONTEXTS as MAX_POINTS  # more is a typo, not a sweep (the core's limit for one call)
 from ..units import parse_tokens
-
-#: more contexts than this is a typo, not a sweep
-MAX_POINTS = 10_000_000
 
 _RANGE = re.compile(r"^\s*([^.:\s]+)\s*\.\.\s*([^.:\s]+)\s*(?::\s*(\S+))?\s*$")
 
