@@ -24,7 +24,8 @@ def verify_cmd(
     engine: str = engine_option("vllm", "The engine whose pools are allocated: vllm (its block pool) or sglang "
                                   "(its token pools, sized for exactly --batch requests)."),
     batch: int = typer.Option(1, "--batch", "-b", help="Requests to allocate for."),
-    device: str = typer.Option("cpu", "--device", help="cuda or cpu."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA when torch sees a GPU, else the CPU, with a "
+                               "note), cuda or cpu."),
     fill: Optional[str] = typer.Option(
         None, "--fill", help="full (every layer), sample (first and last layer of each page tensor) or none "
         "(allocation only). Default: full on cuda, sample on cpu."),
@@ -44,8 +45,15 @@ def verify_cmd(
     from ..units import parse_tokens
     from ..verify import run as run_verify
 
+    from ..errors import with_names
+    from ..present.flags import FLAGS
+    from ..verify.measure import resolve_device
+
     spec = load_model(one_model(model, hf))
     ctx = parse_tokens(context, "--context")
+    device, note = resolve_device(device)
+    if note:
+        print(f"kvcalc: note: {with_names(note, FLAGS)}", file=sys.stderr)
     fill = fill or ("full" if device == "cuda" else "sample")
     settings = engine_settings(engine, engine_values, model=spec)
     out = run_verify(spec, ctx, precision=precision, engine=engine, settings=settings, batch=batch, device=device,

@@ -380,6 +380,10 @@ def run(model, context: int, *, tp: int = 1, **kw) -> VerifyResult:
     the combined result sums bytes over ranks and passes only when every rank passes."""
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise KvcalcError(f"tp: must be a positive integer, got {tp!r}", param="tp")
+    if kw.get("device") == "auto":  # CUDA when torch sees a GPU, else the CPU (the CLI prints the note)
+        from .measure import resolve_device
+
+        kw = dict(kw, device=resolve_device("auto")[0])
     if tp == 1:
         return run_one(model, context, **kw)
     if _token_pools(kw.get("engine", "vllm")):

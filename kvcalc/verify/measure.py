@@ -28,6 +28,22 @@ def _torch():
     return torch
 
 
+DEVICES = ("auto", "cuda", "cpu")
+
+
+def resolve_device(device) -> tuple[str, str | None]:
+    """'auto': CUDA when torch sees a GPU, otherwise the CPU, with a note saying so; 'cuda' and 'cpu' as asked."""
+    if not isinstance(device, str) or device not in DEVICES:
+        raise KvcalcError(f"device: choose {', '.join(DEVICES)}, got {device!r}"[:200], param="device")
+    if device != "auto":
+        return device, None
+    torch = _torch()
+    if torch.cuda.is_available():
+        return "cuda", None
+    return "cpu", ("no CUDA device is visible to torch: verifying on the CPU (allocation and fill only; no GPU "
+                   "figures); {{device}} cuda requires one")
+
+
 def _counter(torch, sentinel: int, equal: bool):
     """Bytes of a tensor that differ from (``equal=False``) or equal (``equal=True``) ``sentinel``:
     count_nonzero of ``x ^ sentinel`` (one pass, several times faster than summing a bool mask)."""
