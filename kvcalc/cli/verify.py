@@ -9,6 +9,8 @@ from typing import Optional
 
 import typer
 
+from ..errors import KvcalcError
+
 from .app import (command, console, engine_option, engine_settings, hf_option, json_option, model_arg, print_json,
                   with_engine_options)
 from .files import one_model, write_atomic
@@ -21,8 +23,11 @@ def verify_cmd(
     hf: Optional[str] = hf_option(),
     context: str = typer.Option("128k", "--context", "-c", help="max_model_len in tokens."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
-    engine: str = engine_option("vllm", "The engine whose pools are allocated: vllm (its block pool) or sglang "
-                                  "(its token pools, sized for exactly --batch requests)."),
+    engine: str = engine_option("vllm", "The engine whose pools are allocated: vllm (its block pool), sglang "
+                                  "(its token pools, sized for exactly --batch requests) or exact (the analytic "
+                                  "layout: one tensor per component and layer, no pages)."),
+    basis: str = typer.Option("complete", "--basis", help="With --engine exact: the estimate basis allocated "
+                              "(complete: everything a request holds; article: the vLLM write-up's)."),
     batch: int = typer.Option(1, "--batch", "-b", help="Requests to allocate for."),
     device: str = typer.Option("auto", "--device", help="auto (CUDA when torch sees a GPU, else the CPU, with a "
                                "note), cuda or cpu."),
@@ -56,6 +61,13 @@ def verify_cmd(
         print(f"kvcalc: note: {with_names(note, FLAGS)}", file=sys.stderr)
     fill = fill or ("full" if device == "cuda" else "sample")
     settings = engine_settings(engine, engine_values, model=spec)
+    if engine == "exact":
+        from dataclasses import replace
+
+        settings = replace(settings, basis=basis)
+    elif basis != "complete":
+        raise KvcalcError(f"--basis: {basis!r} is for --engine exact; the {engine} engine allocates its pools as it "
+                          "plans them (everything a request holds)")
     out = run_verify(spec, ctx, precision=precision, engine=engine, settings=settings, batch=batch, device=device,
                      fill=fill, writer=writer, tp=tp, progress=sys.stderr.isatty() and not as_json)
     if report_path:

@@ -44,11 +44,13 @@ def render_verify(con, result) -> None:
 def _render_token_pools(con, r) -> None:
     """An engine's token pools (SGLang): one row per pool, its tokens, and the padding page SGLang keeps."""
     tp = r.token_pools
+    exact = tp.get("layout") == "exact"
     eng = get_engine(r.engine).title.split()[0]
     writer = f", writer {r.writer}" if r.writer else ""
+    where = (f"the exact layout ({tp['basis']} basis: one tensor per component and layer, no pages) on {r.device}"
+             if exact else f"{eng} {r.engine_version} token pools on {r.device}, page {tp['page_size']}")
     con.print(f"{r.model}, {r.precision}, {ctx_text(r.context_tokens)} x {r.batch} "
-              f"request{'s' if r.batch > 1 else ''}; {eng} {r.engine_version} token pools on {r.device}, page "
-              f"{tp['page_size']}; fill {r.fill}{writer}")
+              f"request{'s' if r.batch > 1 else ''}; {where}; fill {r.fill}{writer}")
     g = _bytes_table("pool", "tokens")
     filled = r.fill != "none"
     for grp in r.groups:
@@ -59,17 +61,23 @@ def _render_token_pools(con, r) -> None:
                   f"{grp.written_bytes:,}" if grp.written_bytes is not None else "-")
     pad = sum(x.pool["padding_page_bytes"] for x in r.groups)
     pad_written = [x.pool["padding_page_written_bytes"] for x in r.groups]
-    g.add_row("padding", f"{eng}'s padding page", "", "0", f"{pad:,}", "0" if filled else "-",
-              f"{sum(pad_written):,}" if None not in pad_written else "-")
+    if not exact:
+        g.add_row("padding", f"{eng}'s padding page", "", "0", f"{pad:,}", "0" if filled else "-",
+                  f"{sum(pad_written):,}" if None not in pad_written else "-")
     g.add_row("total", "", "", f"{r.predicted_bytes:,}", f"{r.planned_bytes:,}",
               f"{r.expected_written_bytes:,}" if filled else "-",
               f"{r.written_bytes:,}" if r.written_bytes is not None else "-")
     con.table(g)
     con.print(f"Allocated: {r.allocated_bytes:,} B storage{_measured_text(r)}")
     _fill_and_checks(con, r)
-    con.print(f"Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = {eng}'s pools "
-              "for exactly this batch, size + page_size rows per layer; tokens = rows (state: slots) without the "
-              "padding page; written = counted in memory (sentinel).")
+    if exact:
+        con.print(f"Basis: bytes; predicted = kvcalc estimate ({tp['basis']} basis); planned = one tensor per "
+                  "component and layer, entries x bytes per entry (state: its bytes), no pages; tokens = rows (state: "
+                  "one per request); written = counted in memory (sentinel).")
+    else:
+        con.print(f"Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = {eng}'s "
+                  "pools for exactly this batch, size + page_size rows per layer; tokens = rows (state: slots) "
+                  "without the padding page; written = counted in memory (sentinel).")
     con.print(f"Verdict: {r.verdict}.")
 
 

@@ -39,16 +39,10 @@ CHUNK = 4096  # tokens synthesised per write
 #: record in pages of all data then all scales (KVLayout.V4, the layout vLLM's V4 pages share) and its fp8
 #: indexer key, with the V4 writers' bf16 input rounding. SGLang's own writer kernels are not run: the bytes are
 #: kvcalc's reference records placed where SGLang's pools keep them.
-WRITERS = {**_V32_WRITERS, "fp8_ds_mla_v4": "fp8_ds_mla_v4", "fp8_indexer_v4": "fp8_indexer"}
+WRITERS = {**_V32_WRITERS, "fp8_ds_mla_v4": "fp8_ds_mla_v4", "fp8_indexer_v4": "fp8_indexer",
+           "fp8_ds_mla_exact": "fp8_ds_mla", "fp4_indexer": "fp4_indexer"}
 SLICE = 64 << 20  # bytes per slice of a whole-tensor pass (no full-size temporary)
 CACHE = 256 << 20  # bytes of records the first fill pass keeps for the second
-
-BASIS = ("predicted: exact analytic bytes of the batch (kvcalc estimate, complete basis), each pool its share "
-         "of its cache group's; planned: the engine's token pools sized to hold exactly the batch (the batch x "
-         "the context rounded up to the page), as it allocates them (size + page_size rows per layer, the padding "
-         "page included); blocks: a pool's token rows (a state pool's slots), the padding page not included; "
-         "allocated: storage bytes on CPU, allocator delta on CUDA; written: bytes counted in memory after the "
-         "fill")
 
 
 @dataclass
@@ -294,7 +288,7 @@ def _predicted(p, pools, model) -> dict[int, int]:
     ssm state) by their sizes; integer shares that sum to the group's bytes."""
     from ..estimate import estimate
 
-    est = estimate(model, p.context, precision=p.precision, basis="complete", numpy=False)
+    est = estimate(model, p.context, precision=p.precision, basis=pools.estimate_basis, numpy=False)
     exact = {(layer.index, c.name): int(c.bytes[0]) for layer in est.layers for c in layer.components}
     out = {}
     for g in p.groups:
@@ -348,15 +342,12 @@ def _measured(run: _Run, planned: int) -> Measured:
 
 def _checks(run: _Run, planned: int, measured: Measured, groups) -> tuple[Check, ...]:
     """Each measured figure against its prediction."""
-    pools, L = run.pools, run.plan.context
-    per = -(-L // pools.page_size) * pools.page_size
+    pools = run.pools
     checks = [
         Check("allocated_bytes == planned_bytes", run.storage == planned),
-        Check("every pool's tensors hold its planned bytes (size + page_size rows per layer)",
+        Check("every pool's tensors hold its planned bytes",
               all(run.pool_bytes.get(b.index) == b.bytes for b in pools.buffers)),
-        Check(f"the pools hold exactly the batch: max_total_num_tokens {pools.max_total_num_tokens:,} == "
-              f"{pools.batch} x {per:,}, max_running_requests {pools.max_running_requests:,} >= {pools.batch}",
-              pools.max_total_num_tokens == pools.batch * per and pools.max_running_requests >= pools.batch),
+        *(Check(name, ok) for name, ok in pools.checks()),
     ]
     if run.device == "cuda":
         checks.append(Check("allocator delta == planned_bytes, each tensor rounded up to the allocator's 512 B",
@@ -370,7 +361,8 @@ def _checks(run: _Run, planned: int, measured: Measured, groups) -> tuple[Check,
     for g in groups:
         checks.append(Check(f"pool {g.group} {g.pool['name']}: written == expected ({g.expected_written_bytes:,} B)",
                             g.written_bytes == g.expected_written_bytes))
-    checks.append(Check("the padding page still holds the sentinel", all(c[1] == 0 for c in run.counts.values())))
+    if any(b.padding_rows for b in pools.buffers):  # the exact layout has none: nothing to check there
+        checks.append(Check("the padding page still holds the sentinel", all(c[1] == 0 for c in run.counts.values())))
     checks.append(Check(f"read-back of {len(run.readback)} sampled rows", bool(run.readback)
                         and all(c.passed for c in run.readback)))
     return tuple(checks)
@@ -388,7 +380,7 @@ def _result(run: _Run, planned: int, predicted: dict, copy_bw) -> VerifyResult:
         model=p.model, context_tokens=p.context, precision=p.precision, engine=p.engine,
         engine_version=p.engine_version, device=run.device, fill=run.fill,
         writer="torch" if run.fill != "none" else None, batch=run.pools.batch, complete=run.complete,
-        predicted_bytes=p.analytic_bytes * run.pools.batch, planned_bytes=planned, planned_blocks=None,
+        predicted_bytes=sum(predicted.values()), planned_bytes=planned, planned_blocks=None,
         bytes_per_block=None, allocated_bytes=run.storage,
         expected_written_bytes=sum(g.expected_written_bytes for g in groups), written_bytes=written,
         stray_written_bytes=sum(c[1] for c in counts.values()) if counts else None,  # in the padding pages
@@ -397,7 +389,7 @@ def _result(run: _Run, planned: int, predicted: dict, copy_bw) -> VerifyResult:
         device_copy_bytes_per_second=copy_bw, fill_info=run.fill_info, groups=groups,
         readback=tuple(run.readback),
         tolerances={"record_bytes": TOLERANCES["record_bytes"]} if run.fill != "none" else {},
-        checks=checks, verdict=verdict, basis=BASIS, token_pools=run.pools.to_json())
+        checks=checks, verdict=verdict, basis=run.pools.basis, token_pools=run.pools.to_json())
 
 
 def verify_tokens(p, batch: int = 1, device: str = "cpu", fill: str = "none", writer: str | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...errors import KvcalcError
 from ...pool import GroupKind, Layout, PlanGroup, PlanPage, PoolPlan
 from ..base import Engine, fraction_budget
 from .options import OPTIONS, SUMMARY
@@ -16,6 +17,13 @@ DEFAULT_MEMORY_FRACTION = 0.92
 class Settings:
     pp: int = 1
     gpu_memory_utilization: float = DEFAULT_MEMORY_FRACTION
+    basis: str = "complete"  # the estimate basis verify allocates (complete, article)
+
+    def __post_init__(self) -> None:
+        from .buffers import BASES
+
+        if self.basis not in BASES:
+            raise KvcalcError(f"basis: choose {' or '.join(BASES)}, got {self.basis!r}"[:200], param="basis")
 
 
 class ExactEngine(Engine):
@@ -25,8 +33,13 @@ class ExactEngine(Engine):
     summary = SUMMARY
     Settings = Settings
     budget_keys = ("gpu_memory_utilization",)
-    paged = False
+    paged, pools = False, "tokens"  # verify allocates the analytic layout (buffers.py), one tensor per component
     options = OPTIONS
+
+    def batch_pools(self, plan, batch: int, model):
+        from .buffers import batch_pools
+
+        return batch_pools(plan, batch, model)
 
     def plan(self, job):
         by_comp: dict[str, list] = {}

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ...pool import GroupKind
+from ..buffers import Buffer
 from ...specs import CompressedMLA, CompressorState, IndexerCache, MLALatent, SlidingWindowMLA
 from . import sizing as S
 from .dsv4 import V4Layout, V4Sizing, size_v4, v4_pools
@@ -33,50 +34,6 @@ from .report import _pools
 
 #: a budget that never binds (GiB): the tokens come from max_total_tokens alone
 _UNBOUNDED_GIB = float(1 << 20)
-
-
-@dataclass(frozen=True)
-class Buffer:
-    """One of SGLang's buffers: every layer's tensor of one pool (K, V, latent, indexer keys, a state)."""
-
-    index: int
-    name: str  # as report._pools names it ("KV Cache K")
-    kind: str  # the plan group's kind: "full", "window 127", "state"
-    components: tuple[str, ...]
-    layers: tuple[int, ...]  # model layer indices
-    dtype: str  # the values' torch dtype name (bfloat16, float8_e4m3fn; uint8 for packed records)
-    store: str  # the tensor's torch dtype name (fp8 is stored as uint8)
-    shape: tuple[int, ...]  # one layer's tensor
-    tensor: str  # "layer" (one tensor per layer), "kv_pair" (K and V halves of one tensor per layer),
-    #              "stacked" (one (layers, ...) tensor)
-    partner: int | None  # kv_pair: the other half's buffer index
-    tokens: int  # token slots (state: slots) SGLang counts, the padding page not included
-    padding_rows: int  # leading rows of the shape that are the padding page (the indexer: one page row)
-    page: int  # tokens per page (state: 1)
-    row_bytes: int  # bytes of one token (state: one slot) in one layer
-    width: int  # values the fill synthesises per token (state: per slot)
-    format: str  # "plain" (a cast to dtype) or the shared record format (fp8_ds_mla, fp8_indexer)
-    paged_records: bool  # the indexer: records split inside (page, page x row_bytes) rows
-    rows_per_request: int  # rows a request's prefill leaves in the pool (state: its one running slot)
-    first_position: int  # the position of a request's first kept row (SWA: context - window kept)
-    bytes: int  # what SGLang allocates (report._pools)
-    group: int  # the plan group holding these caches
-    request_pages: int = 0  # pages a request holds (0: its rows' pages); DeepSeek V4's compressed pools follow
-    #                         the full pool's pages: slot = full slot // ratio
-
-    def first_slot(self, request: int) -> int:
-        """The slot of ``request``'s first row: pages from 1, each request after the previous one's."""
-        per = self.request_pages or -(-self.rows_per_request // self.page)
-        return self.page * (1 + request * per)
-
-    @property
-    def padding_bytes(self) -> int:
-        """Bytes of the padding page over every layer."""
-        return self.bytes // self.shape[0] * self.padding_rows
-
-    @property
-    def expected_per_layer(self) -> int:
-        return self.rows_per_request * self.row_bytes
 
 
 @dataclass(frozen=True)
@@ -92,6 +49,20 @@ class BatchPools:
     page_size: int
     kv_cache_dtype: str
     buffers: tuple[Buffer, ...]
+    estimate_basis = "complete"  # the basis the prediction is computed on
+    basis = ("predicted: exact analytic bytes of the batch (kvcalc estimate, complete basis), each pool its share "
+             "of its cache group's; planned: the engine's token pools sized to hold exactly the batch (the batch x "
+             "the context rounded up to the page), as it allocates them (size + page_size rows per layer, the "
+             "padding page included); blocks: a pool's token rows (a state pool's slots), the padding page not "
+             "included; allocated: storage bytes on CPU, allocator delta on CUDA; written: bytes counted in memory "
+             "after the fill")
+
+    def checks(self) -> list[tuple[str, bool]]:
+        """What the pools must hold beyond their bytes: exactly the batch."""
+        per = -(-self.context // self.page_size) * self.page_size
+        return [(f"the pools hold exactly the batch: max_total_num_tokens {self.max_total_num_tokens:,} == "
+                 f"{self.batch} x {per:,}, max_running_requests {self.max_running_requests:,} >= {self.batch}",
+                 self.max_total_num_tokens == self.batch * per and self.max_running_requests >= self.batch)]
 
     def to_json(self) -> dict:
         return {"max_total_num_tokens": self.max_total_num_tokens, "swa_max_total_num_tokens": self.swa_tokens,
