@@ -21,7 +21,11 @@ from .files import one_model, write_atomic
 def verify_cmd(
     model: Optional[str] = model_arg(),
     hf: Optional[str] = hf_option(),
-    context: str = typer.Option("128k", "--context", "-c", help="max_model_len in tokens."),
+    context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: 128k; "
+                                          "with --headline 1M)."),
+    headline: bool = typer.Option(False, "--headline", help="The article's comparison by allocation: V3.2-style "
+                                  "bf16, V4-Pro bf16 and fp8 in the exact layout on the article basis, one after the "
+                                  "other, measured next to the write-up's 83.9 GiB, 9.62 GiB, 8.7x, 320 and 8 MiB."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
     engine: str = engine_option("vllm", "The engine whose pools are allocated: vllm (its block pool), sglang "
                                   "(its token pools, sized for exactly --batch requests) or exact (the analytic "
@@ -54,8 +58,10 @@ def verify_cmd(
     from ..present.flags import FLAGS
     from ..verify.measure import resolve_device
 
+    if headline:
+        return _headline(model, hf, engine, context, device, fill, report_path, as_json)
     spec = load_model(one_model(model, hf))
-    ctx = parse_tokens(context, "--context")
+    ctx = parse_tokens(context or "128k", "--context")
     device, note = resolve_device(device)
     if note:
         print(f"kvcalc: note: {with_names(note, FLAGS)}", file=sys.stderr)
@@ -82,5 +88,36 @@ def verify_cmd(
     if out.verdict == "incomplete":
         print("kvcalc: interrupted: the report is marked incomplete", file=sys.stderr)
         raise typer.Exit(130)
+    if out.verdict != "pass":
+        raise typer.Exit(1)
+
+
+def _headline(model, hf, engine, context, device, fill, report_path, as_json) -> None:
+    """`verify --headline`: the three stacks, measured next to the write-up's figures (kvcalc.verify.headline)."""
+    from ..errors import with_names
+    from ..present.flags import FLAGS
+    from ..present.verify import render_headline
+    from ..units import parse_tokens
+    from ..verify.headline import headline
+    from ..verify.measure import resolve_device
+
+    if model is not None or hf is not None:
+        raise KvcalcError("--headline: allocates its own models (deepseek-v3.2, deepseek-v4-pro); give no MODEL or --hf")
+    if engine != "vllm":
+        raise KvcalcError("--headline: allocates the exact layout on the article basis; give no --engine")
+    ctx = parse_tokens(context or "1M", "--context")
+    device, note = resolve_device(device)
+    if note:
+        print(f"kvcalc: note: {with_names(note, FLAGS)}", file=sys.stderr)
+    out = headline(ctx, device, fill or ("full" if device == "cuda" else "sample"),
+                   progress=sys.stderr.isatty() and not as_json)
+    if report_path:
+        if report_path == "auto":
+            report_path = os.path.join("reports", "verify", f"headline-{ctx}-{device}.json")
+        write_atomic(report_path, json.dumps(out.to_json(), indent=2) + "\n", "--report")
+    if as_json:
+        print_json(out.to_json())
+    else:
+        render_headline(console(), out)
     if out.verdict != "pass":
         raise typer.Exit(1)

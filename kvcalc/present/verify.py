@@ -109,3 +109,33 @@ def _bytes_table(first: str, count: str):
         g.add_column(name, justify=just, no_wrap=just == "right", max_width=24 if name == "caches" else None,
                      drop=drop.get(name))  # names wrap between words on a narrow console, figures never
     return g
+
+
+def render_headline(con, h) -> None:
+    """verify --headline: the write-up's figures, kvcalc's estimate and what the allocations measured."""
+    con.print(f"The headline by allocation: {ctx_text(h.context_tokens)} per sequence on {h.device}, the exact layout "
+              f"on the article basis (window + compressed entries + indexer keys, no compressor state), fill {h.fill}")
+    t = table()
+    for name, just in (("figure", "left"), ("the write-up", "right"), ("kvcalc estimate", "right"),
+                       ("measured", "right"), ("", "left")):
+        t.add_column(name, justify=just)
+    for r in h.rows:
+        fmt = (lambda v: f"{v:.2f}x") if r.unit == "x" else (lambda v: f"{v:,.2f} {r.unit}")
+        mark = {True: "agrees", False: "DIFFERS", None: ""}[r.agrees]
+        t.add_row(r.figure, r.published or "-", fmt(r.estimate), fmt(r.measured) if r.measured is not None else "-",
+                  mark)
+    con.table(t)
+    for r in h.rows:
+        if r.quote:
+            con.print(f"{r.figure}: \"{r.quote}\" ({r.source}; within {r.tolerance:g} {r.unit}).")
+    if not any(r.published for r in h.rows):
+        con.print("The write-up states its figures at 1M tokens; at this context the table gives kvcalc's arithmetic and "
+                  "the measurement. The ratio approaches 1408 x 61 / (30 x 320 + 31 x 8) = 8.72x as the context grows "
+                  "past the 128-token window (a constant term in every V4 layer).")
+    for label, r in h.runs:
+        failed = [c.name for c in r.checks if not c.passed]
+        con.print(f"{label}: {r.allocated_bytes:,} B allocated in {sum(g.layers for g in r.groups)} tensors, "
+                  f"{r.written_bytes if r.written_bytes is not None else 0:,} B written, {len(r.readback)} rows read back"
+                  f"{_measured_text(r)}; {r.verdict}" + (f" ({'; '.join(failed)})" if failed else ""))
+    con.print("Runs one after the other, each freed before the next; binary units (GiB = 2^30 B).")
+    con.print(f"Verdict: {h.verdict}.")

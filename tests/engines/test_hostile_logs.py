@@ -77,3 +77,14 @@ def test_every_pattern_has_a_hint_that_its_matches_contain():
                 for key, pat in reader.patterns.items():
                     if pat.search(line):
                         assert reader.hints[key] in line, (name, key, line[:80])
+
+
+def test_a_log_with_figures_but_no_token_count_compares_nothing_it_cannot(cli, tmp_path):
+    # found by scripts/fuzz.py: an SGLang log whose only recognised figure is a V4 pool line, read for a model
+    # that is not V4, and a K size without the #tokens it follows from: nothing to compare, no crash
+    f = tmp_path / "s.log"
+    f.write_text("[x] DSV4 pool sizes: full=1024, swa=256\n"
+                 "[x] KV Cache is allocated. K size: 1.00 GB, V size: 1.00 GB\n")
+    r = cli("check-log", str(f), "-m", "gemma-3-27b", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["verdict"] == "nothing to compare"

@@ -121,6 +121,8 @@ class SglangLogReader(LogReader):
         if "max_total_num_tokens" in v and "kv_tokens" in v:
             rows.append(Row("max_total_num_tokens = #tokens", Quantity(v["max_total_num_tokens"]), Quantity(T),
                             v["max_total_num_tokens"] == T, ln("max_total_num_tokens")))
+        if T is None:  # the GB and SWA figures follow from the token count: without it nothing to check
+            return rows
         rows += self._size_rows(facts, lay, T)
         if "swa_tokens" in v and lay.swa_layers:
             want = int(T * lay.swa_ratio) // lay.page * lay.page
