@@ -303,11 +303,15 @@ def _verify_defs() -> dict:
                      "tokens_per_pass": COUNT})
     readback = obj({"request": COUNT, "group": COUNT, "component": STR, "layer": COUNT, "indices": arr(COUNT),
                     "tolerance": STR, "pass": BOOL})
-    token_pools = obj({"max_total_num_tokens": COUNT, "swa_max_total_num_tokens": null(COUNT),
-                       "max_mamba_cache_size": null(COUNT), "max_running_requests": COUNT, "page_size": POS,
-                       "kv_cache_dtype": STR, "padding": STR}, extra=True,
-                      description="an engine of token pools (SGLang): its figures for the batch; open to the engine's "
-                                  "own keys")
+    sglang_pools = obj({"max_total_num_tokens": COUNT, "swa_max_total_num_tokens": null(COUNT),
+                        "max_mamba_cache_size": null(COUNT), "max_running_requests": COUNT, "page_size": POS,
+                        "kv_cache_dtype": STR, "padding": STR}, extra=True,
+                       description="an engine of token pools (SGLang): its figures for the batch; open to the "
+                                   "engine's own keys")
+    exact_layout = obj({"layout": {"const": "exact"}, "basis": {"enum": ["complete", "article"]}, "precision": STR,
+                        "estimate_bytes": COUNT, "tensors": POS, "padding": STR},
+                       description="the exact engine's layout: one tensor per component and layer")
+    token_pools = {"oneOf": [exact_layout, sglang_pools]}
     return {"check": check, "view": view, "group": group, "measured": measured, "seconds": seconds,
             "fill_info": fill_info, "readback": readback, "token_pools": token_pools}
 
@@ -335,8 +339,15 @@ def _verify() -> tuple[dict, dict]:
                     "fill_bytes_per_second": {"type": "null"}},
                    description="--tp N: bytes summed over the ranks, every rank's checks; each rank's own report in "
                                "ranks")
-    defs.update(verify_rank=one, verify_tp=combined)
-    return {"oneOf": [ref("verify_rank"), ref("verify_tp")]}, defs
+    row = obj({"figure": STR, "published": null(STR), "quote": null(STR), "source": null(STR), "estimate": NUM,
+               "measured": null(NUM), "unit": {"enum": ["GiB", "MiB", "x"]}, "tolerance": null(NUM),
+               "agrees": null(BOOL)})
+    headline = obj({"headline": {"const": True}, "context_tokens": POS, "device": STR,
+                    "fill": {"enum": ["full", "sample", "none"]}, "verdict": {"enum": ["pass", "fail"]},
+                    "rows": arr(row, 1), "runs": {"type": "object", "additionalProperties": ref("verify_rank"),
+                                                  "minProperties": 1}, "basis": STR})
+    defs.update(verify_rank=one, verify_tp=combined, verify_headline=headline)
+    return {"oneOf": [ref("verify_rank"), ref("verify_tp"), ref("verify_headline")]}, defs
 
 
 # ---- import-hf, report, schema --------------------------------------------------------------------------------

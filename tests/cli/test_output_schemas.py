@@ -126,6 +126,8 @@ VERIFY = [
     ["verify", "llama-3.1-8b", "-c", "1k", "--fill", "none", "--json"],
     ["verify", "gpt-oss-120b", "-c", "256", "--engine", "sglang", "--fill", "none", "--json"],
     ["verify", "TOY", "-c", "64", "-p", "fp8", "--fill", "sample", *SMALL_POOL, "--json"],
+    ["verify", "deepseek-v4-flash", "-c", "256", "--engine", "exact", "--basis", "article", "--fill", "none", "--json"],
+    ["verify", "--headline", "-c", "1k", "--device", "cpu", "--fill", "none", "--json"],
 ]
 
 
@@ -364,7 +366,10 @@ def test_verify_output_validates(verify_outputs):
     assert sglang["token_pools"] and all("pool" in g for g in sglang["groups"])
     sampled = verify_outputs[2]
     assert sampled["fill_info"] and sampled["readback"] and sampled["tolerances"]
-
+    assert verify_outputs[3]["token_pools"]["layout"] == "exact" and verify_outputs[4]["headline"] is True
+    broken = copy.deepcopy(verify_outputs[4])
+    del broken["rows"][0]["measured"]
+    assert errors("verify", broken)  # a headline row without its measurement fails
 
 def test_verify_tp_form_validates(verify_outputs):
     """--tp N's combined report (built here from one real rank twice, as kvcalc.verify combines its ranks)."""
