@@ -72,7 +72,6 @@ def _check_argv(step: Step) -> str | None:
     script's path, pytest's test folder. None when sound, else why not."""
     argv = list(step.argv)
     if argv[:2] == ["-m", "kvcalc"]:
-        import click
         import typer
 
         from kvcalc.cli.app import app
@@ -83,7 +82,9 @@ def _check_argv(step: Step) -> str | None:
             return f"kvcalc has no command {argv[2]!r}"
         try:
             cmd.make_context(argv[2], argv[3:], resilient_parsing=False)
-        except click.exceptions.ClickException as exc:
+        except Exception as exc:  # click's usage errors (typer may vendor click: matched by its public API)
+            if not callable(getattr(exc, "format_message", None)):
+                raise
             return f"kvcalc {argv[2]}: {exc.format_message()}"
         return None
     if argv[:2] == ["-m", "pytest"]:
