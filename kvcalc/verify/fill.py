@@ -11,7 +11,14 @@ What is written, per cache the plan holds (the slot rules are vLLM 0.33's on CUD
   chunks in the plan's compressor-state pages, and the quantiser writes entry ``i`` at
   ``table[i // entries_per_block] * entries_per_block + i % entries_per_block``;
 * compressor state: every token's ``[kv | score + ape]`` fp32 row at its positional slot (vLLM
-  ``save_partial_states``: the engine writes a state row for every token, not only the last window).
+  ``save_partial_states``: the engine writes a state row for every token, not only the last window);
+* plain per-token caches with no kernel here (GQA / MHA K and V of full, sliding-window and chunked attention,
+  in bf16, fp16 or fp8): each token's entry as deterministic values cast to the storage dtype, at its slot's
+  bytes in the page (the torch reference: vLLM's split of K and V inside a page is not reproduced, the bytes a
+  token takes are);
+* fixed state (Mamba, Mamba-2, gated DeltaNet, KDA, lightning): the request's running state, deterministic
+  bytes, in the first block of its state group (prefix-caching checkpoint blocks stay unwritten: a prefill of
+  one request writes its running state).
 
 Each writer follows the rule of the vLLM path it stands for: 512-wide V4 compressed entries in fp8 use the
 CuTeDSL compressor's scale floor (``fp8_ds_mla_v4_cutedsl``: scale >= 1e-4, smallest scale byte 114), the
@@ -34,7 +41,7 @@ from dataclasses import dataclass, field
 
 from ..errors import KvcalcError
 from ..pool import GroupKind
-from ..specs import CompressedMLA, CompressorState, IndexerCache, MLALatent
+from ..specs import CompressedMLA, CompressorState, FullAttention, IndexerCache, MLALatent, RecurrentState
 from .result import Readback
 
 SENTINEL = 0xA5
@@ -120,10 +127,36 @@ def classify(model, page_component: str) -> str:
         return "compressed" if comp.ratio > 1 else "rows"
     if isinstance(comp, MLALatent):
         return "rows"
+    if isinstance(comp, FullAttention):
+        return "plain"
+    if isinstance(comp, RecurrentState):
+        return "fixed"
     raise KvcalcError(
         f"fill: component {comp.name} ({comp.kind}) has no writer: the kernels fill DeepSeek's MLA, window, "
         "compressed, indexer and compressor-state caches; use {{fill}} none to verify the allocation only",
         param="fill")
+
+
+#: plain storage formats -> torch dtype name (the plain writer casts to it)
+PLAIN_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8_e4m3": "float8_e4m3fn",
+                "fp8_e5m2": "float8_e5m2"}
+
+
+def _plain_width(job) -> int:
+    """Values one entry of a plain job holds (its bytes over the dtype's)."""
+    return job.extra["entry_bytes"] // (4 if job.fmt == "fp32" else 2 if job.fmt in ("bf16", "fp16") else 1)
+
+
+def plain_records(torch, job, positions):
+    """A plain job's entries at ``positions`` as the pool stores them: uint8 rows. A fixed state's one entry is
+    deterministic bytes (its conv and recurrent parts may have different dtypes)."""
+    if job.kind == "fixed":
+        x = synth(torch, job.salt, positions, job.extra["entry_bytes"])
+        return ((x * 127.0).to(torch.int32) & 0xFF).to(torch.uint8)
+    if job.fmt not in PLAIN_DTYPES:
+        raise KvcalcError(f"fill: component {job.component}: no plain writer for format {job.fmt!r}", param="fill")
+    x = synth(torch, job.salt, positions, _plain_width(job))
+    return x.to(getattr(torch, PLAIN_DTYPES[job.fmt])).contiguous().view(torch.uint8)
 
 
 def ratio_of(comp) -> int:
@@ -404,6 +437,15 @@ class Fill:
     def run(self, advance=lambda n: None) -> None:
         torch = self.torch
         for job in self.jobs:
+            if job.kind in ("plain", "fixed"):
+                n = 1 if job.kind == "fixed" else self.L
+                for s in range(0, n, self.chunk):
+                    e = min(n, s + self.chunk)
+                    pos = torch.arange(s, e, device=self.device)
+                    scatter_raw(torch, plain_records(torch, job, pos), self.view(job), self._slots(job, pos),
+                                job.block_size)
+                    advance(e - s)
+                continue
             if job.kind == "rows":
                 for s in range(0, self.L, self.chunk):
                     e = min(self.L, s + self.chunk)
@@ -429,7 +471,7 @@ class Fill:
         Window and state groups reuse their blocks, so they hold min(context, blocks x block size) slots."""
         out: dict[int, int] = {g.index: 0 for g in self.plan.groups}
         for job in self.jobs:
-            items = self.L if job.kind == "rows" else self.L // job.comp.ratio
+            items = 1 if job.kind == "fixed" else self.L if job.kind in ("rows", "plain") else self.L // job.comp.ratio
             out[job.group] += self._distinct(job, items) * job.extra["entry_bytes"]
             if job.state is not None:
                 st = job.state
@@ -457,6 +499,15 @@ class Fill:
             if key in seen:
                 continue
             seen.add(key)
+            if job.kind in ("plain", "fixed"):
+                idx = [0] if job.kind == "fixed" else self._live(job, self.L)
+                if not idx:
+                    continue
+                pos = torch.tensor(idx, device=self.device)
+                want = plain_records(torch, job, pos)
+                got = gather_raw(torch, self.view(job), self._slots(job, pos), job.block_size, want.shape[1])
+                out.append(self._check(job, "record_bytes", idx, bool(torch.equal(got, want))))
+                continue
             f = K.get_format(job.fmt, job.comp.dim)
             if job.kind == "rows":
                 idx = self._live(job, self.L)
