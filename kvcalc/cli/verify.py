@@ -59,6 +59,9 @@ def verify_cmd(
     from ..verify.measure import resolve_device
 
     if headline:
+        if basis != "complete" or any(v is not None for v in engine_values.values()):
+            raise KvcalcError("--headline: allocates the exact layout on the article basis; it takes no --basis and "
+                              "no engine option")
         return _headline(model, hf, engine, context, device, fill, report_path, as_json)
     spec = load_model(one_model(model, hf))
     ctx = parse_tokens(context or "128k", "--context")
