@@ -10,7 +10,9 @@ vLLM Triton backend (per-token-head scales), DeepSeek V4 compressor (state [span
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 
 import yaml
 
@@ -128,9 +130,21 @@ def layer_list(cfg: dict) -> list[str]:
     return out
 
 
-def bytes_per_sequence(path, precision: str, L: int, mtp: bool = False) -> int:
+@functools.lru_cache(maxsize=None)
+def _parsed(path: str, mtime_ns: int, size: int) -> dict:
     with open(path) as f:
-        cfg = yaml.safe_load(f)
+        return yaml.safe_load(f)
+
+
+def load_config(path) -> dict:
+    """The config's YAML, parsed once per version of the file (the audit asks for every precision, context and
+    MTP setting of each config: parsing it each time was most of the test's time). Read-only to callers."""
+    st = os.stat(path)
+    return _parsed(str(path), st.st_mtime_ns, st.st_size)
+
+
+def bytes_per_sequence(path, precision: str, L: int, mtp: bool = False) -> int:
+    cfg = load_config(path)
     comps = cfg["components"]
     prec = {k: val for k, val in cfg["precisions"][precision].items() if k not in ("source", "note")}
     layers = layer_list(cfg)

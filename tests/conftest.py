@@ -1,8 +1,17 @@
 import json
+import os
 
-import pytest
+# One intra-op thread for torch (read when torch is first imported, so it is set before any test imports it;
+# subprocesses the tests start inherit it). The suite's tensors are small: on 2 cores a second OpenMP thread
+# roughly doubled the CPU time of the verify tests, and on a busy machine its spin-waiting made them up to
+# 10x slower (test_verify_fill.py: 16 s with one thread, 240 s with two, beside two busy processes).
+# The tests compare figures computed in one process, so none depends on the count. Set OMP_NUM_THREADS
+# yourself to override.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from kvcalc.cli import main
+import pytest  # noqa: E402
+
+from kvcalc.cli import main  # noqa: E402
 
 
 class CliResult:

@@ -109,15 +109,21 @@ def test_json_schema_accepts_shipped_configs_and_rejects_bad_ones(cli):
     schema = r.json()
     from kvcalc.paths import configs_dir
 
-    for path in sorted(configs_dir().glob("*.yaml")):
-        jsonschema.validate(yaml.safe_load(path.read_text()), schema)
-    jsonschema.validate(BASE, schema)
+    # what jsonschema.validate does, with the schema checked and the validator built once, not per document
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    validator = cls(schema)
+    paths = sorted(configs_dir().glob("*.yaml"))
+    assert paths
+    for path in paths:
+        validator.validate(yaml.safe_load(path.read_text()))
+    validator.validate(BASE)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(mutate(_set(["components", "c4", "ratoi"], 4)), schema)
+        validator.validate(mutate(_set(["components", "c4", "ratoi"], 4)))
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(mutate(_set(["components", "idx", "dim"], -128)), schema)
+        validator.validate(mutate(_set(["components", "idx", "dim"], -128)))
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(mutate(_del(["layer_kinds"])), schema)
+        validator.validate(mutate(_del(["layer_kinds"])))
 
 
 def test_compressor_state_shape_is_derived_from_the_component_it_serves():
@@ -246,6 +252,9 @@ def test_schema_and_loader_agree(tmp_path, cli):
     import jsonschema
 
     schema = cli("schema").json()
+    cls = jsonschema.validators.validator_for(schema)  # checked and built once (jsonschema.validate: per call)
+    cls.check_schema(schema)
+    validator = cls(schema)
     loader_only = {"ratio 1 compressed", "span not multiple", "rope > dim", "missing role", "format misfit",
                    "unknown layer kind", "unknown component", "bad default", "select missing value", "unused kind"}
     for label, change, _ in CASES:
@@ -254,4 +263,4 @@ def test_schema_and_loader_agree(tmp_path, cli):
         if label in loader_only:
             continue
         with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(yaml.safe_load(yaml.safe_dump(data)), schema)
+            validator.validate(yaml.safe_load(yaml.safe_dump(data)))

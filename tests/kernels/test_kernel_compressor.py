@@ -42,6 +42,35 @@ def run_chunks(kv, score, ape, head_dim, ratio, chunks, device, **kw):
     return torch.cat(outs), st
 
 
+@pytest.fixture(scope="module")
+def shared_runs():
+    """run_chunks, remembered for the module: several tests compress the very same 300-token inputs (make() from
+    the same seed) with the same arguments, and under the interpreter each run costs seconds. A run is reused
+    only when its inputs are equal (torch.equal) and its arguments the same; returns the per-chunk outputs
+    and the state ring after the last chunk."""
+    memo = []
+
+    def run(kv, score, ape, head_dim, ratio, chunks, device, **kw):
+        tensors = {"kv": kv, "score": score, "ape": ape}
+        tensors.update({k: v.cpu() for k, v in kw.items() if isinstance(v, torch.Tensor)})
+        plain = {k: v for k, v in kw.items() if not isinstance(v, torch.Tensor)}
+        key = (head_dim, ratio, tuple(chunks), str(device), sorted(plain.items(), key=str))
+        for k, t, result in memo:
+            if k == key and t.keys() == tensors.keys() and all(torch.equal(t[n], tensors[n]) for n in t):
+                return result
+        st = K.CompressorState.allocate(head_dim, ratio, device=device)
+        outs, start = [], 0
+        for n in chunks:
+            outs.append(K.compress(kv[start : start + n].to(device), score[start : start + n].to(device),
+                                   ape.to(device), st, **kw).cpu())
+            start += n
+        result = (outs, st.ring().cpu())
+        memo.append((key, tensors, result))
+        return result
+
+    return run
+
+
 @pytest.mark.parametrize("head_dim,ratio", KINDS)
 @pytest.mark.parametrize("L", [1, 3, 4, 7, 129, 300])
 def test_one_shot_matches_reference(head_dim, ratio, L, gen, device):
@@ -55,13 +84,13 @@ def test_one_shot_matches_reference(head_dim, ratio, L, gen, device):
 
 @pytest.mark.parametrize("head_dim,ratio", KINDS)
 @pytest.mark.parametrize("L", [7, 300])
-def test_norm_and_rope_match_reference(head_dim, ratio, L, gen, device):
+def test_norm_and_rope_match_reference(head_dim, ratio, L, gen, device, shared_runs):
     kv, score, ape, w, cs = make(head_dim, ratio, L, gen)
     ref = R.compress_oneshot_ref(kv, score, ape, ratio, ratio == 4, w, 1e-6, cs, ROPE)
     assert ref.shape == (ENTRIES[ratio, L], head_dim)  # c128a at L = 7: none, on purpose
     for dtype, tol in ((torch.float32, COMPRESS_F32), (torch.bfloat16, COMPRESS_BF16)):
-        out, _ = run_chunks(kv, score, ape, head_dim, ratio, [L], device, norm_weight=w.to(device), eps=1e-6,
-                            cos_sin=cs.to(device), rope_dim=ROPE, out_dtype=dtype)
+        (out,), _ = shared_runs(kv, score, ape, head_dim, ratio, [L], device, norm_weight=w.to(device), eps=1e-6,
+                                cos_sin=cs.to(device), rope_dim=ROPE, out_dtype=dtype)
         assert out.dtype == dtype and out.shape == ref.shape
         torch.testing.assert_close(out.float(), ref.to(dtype).float(), **tol)
 
@@ -72,12 +101,11 @@ SPLITS = {4: [[1, 3, 3, 122, 171], [2, 5, 1, 292], [299, 1], [150, 150]],
 
 
 @pytest.mark.parametrize("head_dim,ratio", KINDS)
-def test_chunked_equals_one_shot_bit_for_bit(head_dim, ratio, gen, device):
+def test_chunked_equals_one_shot_bit_for_bit(head_dim, ratio, gen, device, shared_runs):
     L = 300
     kv, score, ape, w, cs = make(head_dim, ratio, L, gen)
-    kw = dict(norm_weight=w.to(device), cos_sin=cs.to(device), rope_dim=ROPE, out_dtype=torch.float32)
-    whole, st_whole = run_chunks(kv, score, ape, head_dim, ratio, [L], device, **kw)
-    ring_whole = st_whole.ring().cpu()
+    kw = dict(norm_weight=w.to(device), eps=1e-6, cos_sin=cs.to(device), rope_dim=ROPE, out_dtype=torch.float32)
+    (whole,), ring_whole = shared_runs(kv, score, ape, head_dim, ratio, [L], device, **kw)
     for chunks in SPLITS[ratio]:
         got, st = run_chunks(kv, score, ape, head_dim, ratio, chunks, device, **kw)
         assert torch.equal(got, whole), chunks
@@ -137,27 +165,27 @@ def test_paged_state_with_vllm_block_sizes_and_alignment(gen, device):
 
 @pytest.mark.parametrize("name,head_dim,ratio", [("fp8_ds_mla_v4", 512, 4), ("fp8_ds_mla_v4", 512, 128),
                                                   ("fp4_indexer", 128, 4), ("fp8_indexer", 128, 4)])
-def test_compress_then_store_into_paged_compressed_cache(name, head_dim, ratio, gen, device):
+def test_compress_then_store_into_paged_compressed_cache(name, head_dim, ratio, gen, device, shared_runs):
     """Chunked compression + quantised paged writes fill the compressed cache with the same bytes as
-    quantising the entries of a one-shot pass (256-token logical blocks: 256 // ratio entries per page)."""
+    quantising the entries of a one-shot pass (256-token logical blocks: 256 // ratio entries per page).
+    The two 128-wide indexer formats compress the same inputs: their compressor runs are shared."""
     L = 300
     kv, score, ape, w, cs = make(head_dim, ratio, L, gen)
     bs = 256 // ratio
     table = torch.tensor([2, 0, 1, 3, 4], device=device)
     cache = P.allocate_cache(name, 5, bs, alignment=F.V4_PAGE_ALIGNMENT, device=device)
-    st = K.CompressorState.allocate(head_dim, ratio, device=device)
     kw = dict(norm_weight=w.to(device), cos_sin=cs.to(device), rope_dim=ROPE)
-    start, all_entries = 0, []
-    for n in (129, 7, 164):
-        e = K.compress(kv[start : start + n].to(device), score[start : start + n].to(device), ape.to(device), st, **kw)
+    chunks = (129, 7, 164)
+    per_chunk, _ = shared_runs(kv, score, ape, head_dim, ratio, chunks, device, **kw)
+    start = 0
+    for n, e in zip(chunks, per_chunk):
         slots = A.compressed_slots(start, n, ratio, table, bs)
         assert slots.shape[0] == e.shape[0]
-        Q.quantize(e, name, cache=cache, slot_mapping=slots, block_size=bs)
-        all_entries.append(e.cpu())
+        Q.quantize(e.to(device), name, cache=cache, slot_mapping=slots, block_size=bs)
         start += n
-    entries = torch.cat(all_entries)
-    st2 = K.CompressorState.allocate(head_dim, ratio, device=device)
-    assert torch.equal(entries, K.compress(kv.to(device), score.to(device), ape.to(device), st2, **kw).cpu())
+    entries = torch.cat(per_chunk)
+    (one,), _ = shared_runs(kv, score, ape, head_dim, ratio, [L], device, **kw)
+    assert torch.equal(entries, one)
     n_entries = L // ratio
     slots = A.compressed_slots(0, L, ratio, table, bs)
     got = P.gather_records(cache, name, slots, bs).cpu()
