@@ -67,7 +67,7 @@ import random  # noqa: E402
 
 import fuzzsurfaces as FS  # noqa: E402
 
-PER_SURFACE = {"flags": 60, "yaml": 30, "config.json": 40, "logs": 40, "outputs": 25, "api": 60}
+PER_SURFACE = {"flags": 30, "yaml": 20, "config.json": 25, "logs": 25, "outputs": 15, "api": 40}
 
 
 @pytest.mark.parametrize("surface", sorted(PER_SURFACE))
