@@ -177,13 +177,27 @@ class Engine(ABC):
         """The longest context the engine derives for ``spec`` (its default max_model_len); None: unknown."""
         return spec.max_context
 
+    #: the setting that lets a context past the derived maximum through, as the engine's environment variable
+    #: does (None: the engine refuses none)
+    context_override: ClassVar[str | None] = None
+
+    def context_refusal(self, spec, context: int, derived: int) -> str:
+        """The engine's own words when it refuses ``context`` (only with a ``context_override``)."""
+        raise NotImplementedError
+
     def check_context(self, spec, context: int, settings) -> None:
-        """Refuse a context the engine would refuse at start-up (the default: none refused)."""
+        """Refuse a context past the longest the engine derives, as it does at start-up, unless the override
+        is set."""
+        if self.context_override is None:
+            return
+        derived = self.context_limit(spec)
+        if derived is not None and context > derived and not getattr(settings, self.context_override):
+            raise KvcalcError(self.context_refusal(spec, context, derived), param="context")
 
     def accepting_context(self, settings):
         """The settings with the engine's override for a context past its derived maximum (a log that shows
         such a context was written with it)."""
-        return settings
+        return replace(settings, **{self.context_override: True}) if self.context_override else settings
 
     def summary_line(self, cap) -> str:
         """One line on how this engine counted (the engines side-by-side table's reason)."""

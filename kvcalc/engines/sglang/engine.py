@@ -56,19 +56,15 @@ class SglangEngine(Engine):
 
         return derived_context_len(spec)
 
-    def accepting_context(self, settings):
-        return replace(settings, allow_overwrite_longer_context_len=True)
+    context_override = "allow_overwrite_longer_context_len"
 
-    def check_context(self, spec, context: int, settings) -> None:
+    def context_refusal(self, spec, context: int, derived: int) -> str:
         """configs/model_config.py _derive_context_length: refused unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN."""
-        derived = self.context_limit(spec)
-        if derived is not None and context > derived and not settings.allow_overwrite_longer_context_len:
-            raise KvcalcError(
-                f"engine sglang: User-specified context_length ({context}) is greater than the derived "
+        return (f"engine sglang: User-specified context_length ({context}) is greater than the derived "
                 f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. To allow "
                 f"overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 "
                 f"({{{{allow_overwrite_longer_context_len}}}} here). (SGLang {VERSION} refuses to start; {spec.name}'s "
-                f"{{{{context}}}} may be at most {derived:,}.)", param="context")
+                f"{{{{context}}}} may be at most {derived:,}.)")
 
     def summary_line(self, cap) -> str:
         j = cap.fit.json

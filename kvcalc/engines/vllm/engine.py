@@ -70,22 +70,15 @@ class VllmEngine(Engine):
 
         return derived_max_model_len(spec)
 
-    def accepting_context(self, settings):
-        from dataclasses import replace
+    context_override = "allow_long_max_model_len"
 
-        return replace(settings, allow_long_max_model_len=True)
-
-    def check_context(self, spec, context: int, settings) -> None:
-        """config/model.py _get_and_verify_max_len: a max_model_len past the derived maximum is refused unless
-        VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
-        derived = self.context_limit(spec)
-        if derived is not None and context > derived and not settings.allow_long_max_model_len:
-            raise KvcalcError(
-                f"engine vllm: User-specified max_model_len ({context}) is greater than the derived max_model_len "
+    def context_refusal(self, spec, context: int, derived: int) -> str:
+        """config/model.py _get_and_verify_max_len: refused unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
+        return (f"engine vllm: User-specified max_model_len ({context}) is greater than the derived max_model_len "
                 f"(max_position_embeddings={derived} or model_max_length=None in model's config.json). To allow "
                 f"overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
                 f"({{{{allow_long_max_model_len}}}} here). (vLLM {VERSION} refuses to start; {spec.name}'s "
-                f"{{{{context}}}} may be at most {derived:,}.)", param="context")
+                f"{{{{context}}}} may be at most {derived:,}.)")
 
     def summary_line(self, cap) -> str:
         p = cap.plan
