@@ -20,7 +20,7 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 #: every command with --json output, in the order the docs describe them
 OUTPUTS = ("estimate", "compare", "capacity", "sweep", "show", "models", "gpus", "claims", "check-log", "verify",
-           "import-hf", "plot", "report", "schema")
+           "import-hf", "plot", "report", "schema", "decode")
 
 # ---- building blocks -----------------------------------------------------------------------------------------
 STR = {"type": "string"}
@@ -368,6 +368,18 @@ def _report() -> tuple[dict, dict]:
     return {"oneOf": [check, written]}, {}
 
 
+def _decode() -> tuple[dict, dict]:
+    comp = obj({"name": STR, "cache": STR, "rule": STR, "entries": COUNT, "entry_bytes": COUNT, "read_bytes": COUNT,
+                "write_bytes": COUNT, "write_every": POS},
+               description="one component of one layer: what it reads (rule), the entries and bytes read; it writes "
+                           "write_bytes every write_every tokens (fixed state: rewritten every step)")
+    kind = obj({"kind": STR, "layers": POS, "read_bytes_per_layer": COUNT, "read_bytes": COUNT,
+                "components": arr(comp, 1)})
+    return obj({"model": STR, "precision": STR, "context_tokens": POS, "batch": POS, "read_bytes_per_token": COUNT,
+                "read_bytes_per_step": COUNT, "stored_bytes": COUNT, "state_write_bytes_per_token": COUNT,
+                "layers": arr(kind, 1), "basis": STR}), {}
+
+
 def _schema() -> tuple[dict, dict]:
     return {"description": "a JSON Schema (draft 2020-12): the config format's, or with --output a command's output",
             "allOf": [{"$ref": DRAFT}], "type": "object", "required": ["$schema"]}, {}
@@ -377,7 +389,7 @@ _BUILDERS = {
     "estimate": _estimate, "compare": _compare, "capacity": _capacity, "sweep": _sweep,
     "show": lambda: (_model(full=True), {}), "models": lambda: (arr(_model(full=False)), {}),
     "gpus": lambda: (arr(_gpu(full=True)), {}), "claims": _claims, "check-log": _check_log, "verify": _verify,
-    "import-hf": _import_hf, "plot": _plot, "report": _report, "schema": _schema,
+    "import-hf": _import_hf, "plot": _plot, "report": _report, "schema": _schema, "decode": _decode,
 }
 
 

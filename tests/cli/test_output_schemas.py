@@ -116,6 +116,11 @@ CASES = {
     "import-hf": [["import-hf", HF / f"{m}.json", "--json"]
                   for m in ("llama-3.1-8b", "deepseek-v3.2", "deepseek-v4-flash", "qwen3-next-80b-a3b", "gpt-oss-20b")],
     "report": [["report", "--check", "--json"]],
+    "decode": [
+        ["decode", "deepseek-v4-pro", "-p", "fp8", "--json"],
+        ["decode", "qwen3.5-9b", "-c", "128k", "--batch", "4", "--json"],
+        ["decode", "gpt-oss-120b", "-c", "4k", "--json"],
+    ],
 }
 #: exit codes that still print the JSON: a verdict (a claim missed, a log that differs, a stale report)
 VERDICT = {"claims": (0, 1), "check-log": (0, 1), "report": (0, 1)}

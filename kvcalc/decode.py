@@ -1,0 +1,147 @@
+"""Cache bytes one decode step reads (`kvcalc decode`): stored bytes answer "does it fit", these "how much must
+every new token look at".
+
+For one sequence of ``context`` tokens, each layer's attention reads, per cached component:
+
+* a dense cache every entry it holds: full attention's K and V (all L), a sliding window's last ``window``, a
+  chunked layer's current chunk, a dense MLA latent (all L), DeepSeek V4's c128a entries (all L // 128);
+* a cache read sparsely through the lightning indexer the ``index_topk`` entries the indexer selects:
+  ``min(entries, topk)`` (DeepSeek V3.2's latent: 2,048 of L; V4's c4a entries: 1,024 (Pro) or 512 (Flash) of
+  L // 4). A cache is sparse when its layer holds an indexer with a ``topk`` at the same ratio;
+* the indexer's keys: every one, because every key is scored to select the top-k;
+* fixed state (compressor state, Mamba / DeltaNet / KDA / lightning state): all of it, once per layer, and it is
+  written back.
+
+Writes per step: a per-token cache appends one entry (a compressed cache one entry every ``ratio`` tokens), fixed
+state is rewritten. Not counted: weights, activations, compute, the engine's block tables. Exact integers,
+torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import as_model
+from .errors import KvcalcError
+from .specs import CompressedMLA, IndexerCache, MLALatent
+from .vec import Ints
+
+
+@dataclass(frozen=True)
+class ComponentRead:
+    name: str
+    cache: str
+    rule: str  # what is read: "all L", "top-k 1,024 of L//4", "every key (L//4)", "state"
+    entries: int  # entries read (0 for fixed state)
+    entry_bytes: int
+    read_bytes: int  # one layer
+    write_bytes: int  # one layer: bytes written per write
+    write_every: int  # tokens between writes (1: every step; a compressed cache: its ratio)
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class KindRead:
+    kind: str
+    layers: int
+    components: tuple[ComponentRead, ...]
+
+    @property
+    def read_bytes(self) -> int:
+        """One layer of this kind."""
+        return sum(c.read_bytes for c in self.components)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "layers": self.layers, "read_bytes_per_layer": self.read_bytes,
+                "read_bytes": self.read_bytes * self.layers, "components": [c.to_json() for c in self.components]}
+
+
+@dataclass(frozen=True)
+class Decode:
+    model: str
+    precision: str
+    context_tokens: int
+    batch: int
+    kinds: tuple[KindRead, ...]
+    stored_bytes: int  # the estimate's bytes of one sequence (complete basis), for comparison
+
+    @property
+    def read_bytes_per_token(self) -> int:
+        """Cache bytes one decode step reads for one sequence."""
+        return sum(k.read_bytes * k.layers for k in self.kinds)
+
+    @property
+    def state_write_bytes(self) -> int:
+        """Fixed state written back per step, one sequence."""
+        return sum(c.write_bytes * k.layers for k in self.kinds for c in k.components if c.rule == "state")
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "precision": self.precision, "context_tokens": self.context_tokens,
+                "batch": self.batch, "read_bytes_per_token": self.read_bytes_per_token,
+                "read_bytes_per_step": self.read_bytes_per_token * self.batch,
+                "stored_bytes": self.stored_bytes, "state_write_bytes_per_token": self.state_write_bytes,
+                "layers": [k.to_json() for k in self.kinds], "basis": BASIS}
+
+
+BASIS = ("cache bytes one decode step reads for one new token of one sequence: dense caches every entry, caches "
+         "read through the lightning indexer its index_topk entries, every indexer key scored, fixed state read once "
+         "per layer (and written back); no weights, no activations, no compute; exact bytes, binary units")
+
+
+def _sparse_ratios(spec, kind: str) -> dict[int, int]:
+    """ratio -> topk of the indexers in a layer kind that select entries."""
+    out = {}
+    for c in spec.layer_kinds[kind]:
+        comp = spec.components[c]
+        if isinstance(comp, IndexerCache) and comp.topk:
+            out[comp.ratio] = comp.topk
+    return out
+
+
+def _component(spec, name: str, prec, L: int, sparse: dict[int, int]) -> ComponentRead:
+    comp = spec.components[name]
+    fmt = prec.formats.get(comp.storage)
+    if not comp.per_token:
+        state = comp.fixed_bytes(fmt)
+        return ComponentRead(name, comp.kind, "state", 0, 0, state, state, 1)
+    eb = comp.entry_bytes(fmt)
+    held = int(comp.entries(Ints([L]))[0])
+    ratio = getattr(comp, "ratio", 1) if isinstance(comp, (CompressedMLA, IndexerCache)) else 1
+    rule_held = comp.rule()
+    if isinstance(comp, IndexerCache):
+        n, rule = held, f"every key ({rule_held})"
+    elif isinstance(comp, (MLALatent, CompressedMLA)) and ratio in sparse and not _is_window(comp):
+        n, rule = min(held, sparse[ratio]), f"top-k {sparse[ratio]:,} of {rule_held}"
+    else:
+        n, rule = held, f"all {rule_held}"
+    return ComponentRead(name, comp.kind, rule, n, eb, n * eb, eb, ratio)
+
+
+def _is_window(comp) -> bool:
+    return getattr(comp, "window", None) is not None
+
+
+def decode(model, context: int, *, precision: str | None = None, batch: int = 1) -> Decode:
+    """The cache bytes one decode step of ``model`` at ``context`` tokens reads, per layer kind and component."""
+    from . import args
+    from .estimate import MAX_BATCH, estimate
+    from .units import MAX_TOKENS
+
+    spec = as_model(model)
+    args.integer(context, "context", 1, MAX_TOKENS)
+    args.integer(batch, "batch", 1, MAX_BATCH)
+    prec = spec.precision(precision)
+    counts: dict[str, int] = {}
+    for k in spec.layers:
+        counts[k] = counts.get(k, 0) + 1
+    kinds = []
+    for kind, n in counts.items():
+        sparse = _sparse_ratios(spec, kind)
+        comps = tuple(_component(spec, c, prec, context, sparse) for c in spec.layer_kinds[kind])
+        kinds.append(KindRead(kind, n, comps))
+    if not kinds:
+        raise KvcalcError(f"{spec.name}: no layers")
+    stored = int(estimate(spec, context, precision=prec.name, numpy=False).per_sequence[0])
+    return Decode(spec.name, prec.name, context, batch, tuple(kinds), stored)
