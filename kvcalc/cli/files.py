@@ -123,6 +123,9 @@ def plot_cmd(
     precision: Optional[List[str]] = typer.Option(None, "--precision", "-p", help=PRECISION_HELP),
     gpu: Optional[List[str]] = typer.Option(None, "--gpu", help="Draw this accelerator's memory (see `kvcalc gpus`). Repeatable."),
     layers: bool = typer.Option(False, "--layers", help="Per-layer stacked bars at one context instead of memory vs context."),
+    decode: bool = typer.Option(False, "--decode", help="Cache bytes a decode step reads per token against context, "
+                                "next to the bytes stored (kvcalc decode); default models: V3.2, V4-Pro, V4-Flash and "
+                                "a GQA baseline."),
     at: Optional[str] = typer.Option(None, "--at", help="The context of --layers (default: the largest of --context)."),
     points: int = typer.Option(64, "--points", help="Values per A..B range."),
     basis: str = basis_option(),
@@ -136,15 +139,27 @@ def plot_cmd(
     from ..units import parse_tokens
 
     fmt = P.format_of(output)
+    if decode and not models and not hf:
+        models = list(DECODE_MODELS)
     specs = [load_model(m) for m in models_and_hf(models, hf)]
     contexts = parse_contexts(context, points)
-    if layers:
+    if decode and (layers or gpu):
+        raise KvcalcError("--decode: draws read and stored bytes against context; it takes no --layers or --gpu")
+    if decode:
+        if len(contexts) > 256:
+            raise KvcalcError(f"--decode: {len(contexts):,} contexts; it computes each one, at most 256")
+        drawn = P.decode_vs_context(specs, [int(c) for c in contexts], precision, output)
+    elif layers:
         drawn = P.layers_chart(specs, parse_tokens(at, "--at") if at else int(contexts[-1]), precision, output, basis)
     else:
         drawn = P.memory_vs_context(specs, contexts, precision, [get_gpu(g) for g in gpu or []], output, basis)
     print(f"kvcalc: wrote {output}", file=sys.stderr)
     if as_json:
         print_json({"output": output, "format": fmt, **drawn})
+
+
+#: plot --decode without models: the article's comparison and a GQA baseline of V3.2's depth
+DECODE_MODELS = ("deepseek-v3.2", "deepseek-v4-pro", "deepseek-v4-flash", "gqa8-hd128-l61")
 
 
 @command("report")

@@ -93,6 +93,49 @@ def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, 
     return drawn
 
 
+def decode_vs_context(specs, contexts, precisions, path: str) -> dict:
+    """Cache bytes one decode step reads per token (solid) next to the bytes the sequence stores (dotted), against
+    context, log-log, one pair of lines per (model, precision). Returns the numbers drawn."""
+    from ..decode import decode
+
+    format_of(path)
+    plt = _mpl()
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    drawn = {"chart": "decode_vs_context", "basis": "read: kvcalc decode (dense in full, top-k through the indexer, "
+             "every indexer key, fixed state); stored: kvcalc estimate, complete basis", "units": "bytes, one sequence",
+             "context_tokens": [int(c) for c in contexts], "series": []}
+    i = 0
+    for spec in specs:
+        wanted = list(precisions) if precisions else [spec.default_precision]
+        if wanted == ["all"]:
+            wanted = list(spec.precisions)
+        for p in wanted:
+            runs = [decode(spec, int(c), precision=p) for c in contexts]
+            read = [d.read_bytes_per_token for d in runs]
+            stored = [d.stored_bytes for d in runs]
+            color = _GRAYS[i % len(_GRAYS)]
+            ls, mk = _STYLES[i % len(_STYLES)]
+            label = f"{spec.display_name} {runs[0].precision}"
+            ax.plot(contexts, [b / 2**30 for b in read], linestyle="-", marker=mk,
+                    markevery=max(1, len(contexts) // 8), color=color, label=f"{label}: read per token")
+            ax.plot(contexts, [b / 2**30 for b in stored], linestyle=(0, (1, 1.5)), color=color,
+                    label=f"{label}: stored")
+            drawn["series"].append({"model": spec.name, "precision": runs[0].precision,
+                                    "read_bytes_per_token": read, "stored_bytes": stored})
+            i += 1
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ticks = [c for c in (2**k for k in range(0, 31)) if contexts[0] <= c <= contexts[-1]]
+    ax.set_xticks(ticks, [format_tokens(t) for t in ticks])
+    ax.set_xlabel("context (tokens per sequence)")
+    ax.set_ylabel("GiB (binary), one sequence")
+    ax.set_title("Cache bytes a decode step reads per token (solid) and stores (dotted)", loc="left")
+    ax.legend(fontsize=6, frameon=False)
+    _save(fig, path)
+    plt.close(fig)
+    return drawn
+
+
 def _role(cache_kind: str, name: str) -> str:
     if cache_kind in ("sliding_mla", "sliding_attention"):
         return "window"

@@ -133,7 +133,13 @@ def _plot() -> tuple[dict, dict]:
     panel = obj({"model": STR, "precision": STR, "per_sequence_bytes": COUNT, "bytes_by_role": mapping(arr(COUNT))})
     layers = obj({**head, "chart": {"const": "layers"}, "context_tokens": POS, "panels": arr(panel)},
                  description="--layers: one panel per model, each role's bytes layer by layer at one context")
-    return {"oneOf": [ref("memory_vs_context"), ref("layers")]}, {"memory_vs_context": lines, "layers": layers}
+    dseries = obj({"model": STR, "precision": STR, "read_bytes_per_token": arr(COUNT), "stored_bytes": arr(COUNT)})
+    dec = obj({"output": STR, "format": {"enum": ["png", "svg"]}, "units": STR, "basis": STR,
+               "chart": {"const": "decode_vs_context"}, "context_tokens": arr(POS, 1), "series": arr(dseries)},
+              description="--decode: per model and precision, the cache bytes a decode step reads per token and the "
+                          "bytes stored, at each context")
+    return ({"oneOf": [ref("memory_vs_context"), ref("layers"), ref("decode_vs_context")]},
+            {"memory_vs_context": lines, "layers": layers, "decode_vs_context": dec})
 
 
 # ---- capacity -------------------------------------------------------------------------------------------------

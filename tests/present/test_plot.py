@@ -68,3 +68,19 @@ def test_plot_json_gives_the_numbers_drawn(cli, tmp_path):
     assert roles["compressed entries"][2] == 262_144 * 584 and roles["indexer"][2] == 262_144 * 68
     assert roles["indexer"][0] == 0 and roles["compressed entries"][0] == 8192 * 584
     assert sum(sum(v) for v in roles.values()) == panel["per_sequence_bytes"]
+
+
+def test_plot_decode_draws_read_next_to_stored(cli, tmp_path):
+    # default models: V3.2, V4-Pro, V4-Flash and the 61-layer GQA8 baseline
+    r = cli("plot", "--decode", "-p", "fp8", "-c", "4k,1M", "-o", str(tmp_path / "d.svg"), "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    s = {x["model"]: x for x in d["series"]}
+    assert list(s) == ["deepseek-v3.2", "deepseek-v4-pro", "deepseek-v4-flash", "gqa8-hd128-l61"]
+    # V4-Pro fp8 at 1M reads 30 x 18,580,480 + 31 x 5,383,168 B (tests/test_decode.py works them out)
+    assert s["deepseek-v4-pro"]["read_bytes_per_token"][1] == 30 * 18_580_480 + 31 * 5_383_168
+    # a dense GQA reads what it stores: 61 layers x 1M x 8 KV heads x 128 x 2 (K, V) x 1 B
+    g = s["gqa8-hd128-l61"]
+    assert g["read_bytes_per_token"] == g["stored_bytes"] and g["stored_bytes"][1] == 61 * (1 << 20) * 8 * 128 * 2
+    r = cli("plot", "--decode", "--layers", "-o", str(tmp_path / "x.svg"))
+    assert r.code == 2 and "--decode: draws read and stored bytes" in r.err
