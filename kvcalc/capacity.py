@@ -121,6 +121,8 @@ def capacity(
     weights_bytes: int | None = None,
     reserve_bytes: int | None = None,
     mtp: bool = False,
+    request_tokens=None,
+    shared_prefix_tokens: int = 0,
 ) -> Capacity:
     """How many requests of ``context`` tokens fit, per GPU and in total. Either ``gpu`` (a catalogue
     name: the pool is the engine's budget - weights - reserve) or ``kv_memory`` (the pool of each GPU,
@@ -164,9 +166,28 @@ def capacity(
                 f"{reserve / GIB:.2f} GiB leave no KV cache memory (more GPUs, a larger tp, or a smaller reserve)"
             )
     fit = eng.fit(plans, pool, settings, parallel)
+    if request_tokens is not None or shared_prefix_tokens:
+        from .workload import apply
+
+        lengths = _lengths(request_tokens, context)
+        args.integer(shared_prefix_tokens, "shared_prefix_tokens", 0, context)
+        fit = apply(eng, plans, pool, settings, parallel, fit, lengths, shared_prefix_tokens, context)
     fullest = max(plans, key=lambda p: p.bytes_per_block)
     return Capacity(spec, fullest, parallel, dev, budget, w_gpu, w_total, w_source, reserve, pool,
                     kv_memory is not None, fit, tuple(notes) + fullest.notes + fit.notes)
+
+
+def _lengths(request_tokens, context: int) -> list[int]:
+    """The requests' lengths: one token count, or a sequence of them (a distribution); default the context."""
+    from . import args
+
+    if request_tokens is None:
+        return [context]
+    if isinstance(request_tokens, (list, tuple)):
+        if not request_tokens or len(request_tokens) > 1_000_000:
+            raise KvcalcError("request_tokens: give 1 to 1,000,000 lengths", param="request_tokens")
+        return [args.integer(t, "request_tokens", 1, context) for t in request_tokens]
+    return [args.integer(request_tokens, "request_tokens", 1, context)]
 
 
 def _stage_plans(spec, context, precision, engine, settings, mtp, par: Parallel) -> list[PoolPlan]:

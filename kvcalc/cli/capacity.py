@@ -25,6 +25,11 @@ def _gib(value: float | None, flag: str) -> int | None:
     return int(value * GIB)
 
 
+REQUEST_HELP = "Tokens a running request holds (default: the context, which only caps a request)."
+LENGTHS_HELP = "Request lengths, one a line: the distribution's concurrency (the mean of the costs)."
+PREFIX_HELP = "A prefix every request shares, held once where the engine's prefix caching shares it."
+
+
 @command("capacity")
 @with_engine_options("capacity")
 def capacity_cmd(
@@ -46,6 +51,9 @@ def capacity_cmd(
     weights_gib: Optional[float] = typer.Option(None, "--weights-gib", help="Model weights in GiB, all ranks together (default: the model config's)."),
     reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="Per-GPU reserve kvcalc takes off besides the weights (default: 4 GiB for activations, workspace and CUDA graphs; 0 for sglang, whose mem_fraction_static slack holds them)."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Reverse: the longest context at which this many requests fit."),
+    request_tokens: Optional[str] = typer.Option(None, "--request-tokens", help=REQUEST_HELP),
+    request_tokens_file: Optional[str] = typer.Option(None, "--request-tokens-file", help=LENGTHS_HELP),
+    shared_prefix_tokens: Optional[str] = typer.Option(None, "--shared-prefix-tokens", help=PREFIX_HELP),
     mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s) (speculative decoding on)."),
     as_json: bool = json_option(),
     engine_values: dict = None,
@@ -78,7 +86,8 @@ def capacity_cmd(
         args = dict(model=spec, precision=precision, engine=eng.name, settings=settings, parallel=par, gpu=dev,
                     kv_memory=parse_bytes(kv_memory, "--kv-memory") if kv_memory is not None else None,
                     weights_bytes=_gib(weights_gib, "--weights-gib"),
-                    reserve_bytes=_gib(reserve_gib, "--reserve-gib"), mtp=mtp)
+                    reserve_bytes=_gib(reserve_gib, "--reserve-gib"), mtp=mtp,
+                    **_workload(request_tokens, request_tokens_file, shared_prefix_tokens))
         try:
             cap, reverse = _one(args, spec, context, concurrency)
         except KvcalcError as exc:
@@ -102,6 +111,25 @@ def capacity_cmd(
         print_json(out)
         return
     render_capacity(console(), cap, reverse)
+
+
+def _workload(tokens: str | None, file: str | None, shared: str | None) -> dict:
+    """capacity()'s workload arguments from the flags (none: every request at the full context)."""
+    from ..units import parse_tokens
+
+    if tokens is not None and file is not None:
+        raise KvcalcError("--request-tokens-file: give it or --request-tokens, not both")
+    out: dict = {}
+    if tokens is not None:
+        out["request_tokens"] = parse_tokens(tokens, "--request-tokens")
+    if file is not None:
+        from ..workload import read_lengths
+        from .checklog import _read
+
+        out["request_tokens"] = read_lengths(_read(file), file)
+    if shared is not None:
+        out["shared_prefix_tokens"] = 0 if shared.strip() == "0" else parse_tokens(shared, "--shared-prefix-tokens")
+    return out
 
 
 def _warn_long(engs, caps, spec, refused) -> None:

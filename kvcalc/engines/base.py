@@ -156,6 +156,23 @@ class Engine(ABC):
                    fullest.cache_tokens(num_blocks), tuple(self.explain(fullest, num_blocks)),
                    log_line=self.log_line(fullest, num_blocks))
 
+    # ---- a workload: requests of T tokens, a shared prefix (kvcalc.workload) ----------------------------------
+    def workload_room(self, p, pool: int, fit) -> int:
+        """The pool in the unit the cost is counted in: blocks (a paged engine), the null block(s) kept back."""
+        return max(0, fit.num_blocks - p.null_blocks)
+
+    def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
+        """A request of ``tokens`` in blocks, as the planner counts its reservation at that length (full
+        groups cdiv(T, block), window and state groups their fixed share); with prefix caching the whole blocks
+        of a ``shared`` prefix in the full-attention groups are held once."""
+        from ..pool import GroupKind
+        from ..workload import Cost
+
+        on = getattr(settings, "prefix_caching", True)
+        share = [shared // g.block_size if (on and g.kind is GroupKind.FULL) else 0 for g in p.groups]
+        own = sum(max(b - s, 0) for b, s in zip(p._blocks_at(tokens), share))
+        return Cost("blocks", max(own, 1), sum(share), {})
+
     def max_context(self, plans: list, pool: int, concurrency: int, limit: int, settings, parallel) -> int:
         """The longest context (<= limit) at which ``concurrency`` requests fit in ``pool`` on every stage."""
         return min(p.max_context(pool, concurrency, limit) for p in plans)

@@ -102,8 +102,12 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
         _render_groups(con, c)
     for line in c.fit.lines:
         con.print(line)
-    con.print(f"Fits: {c.requests_per_replica:,} whole request(s) per replica x {par.dp} replica(s) = "
-              f"{c.total_requests:,} at {ctx_text(p.context)}.")
+    w = c.fit.json.get("workload")
+    what = (f"of {ctx_text(w['request_tokens'])}" if w and w["request_tokens"] else
+            f"of the {w['request_lengths']:,} lengths" if w else "")
+    at = f" (max_model_len {ctx_text(p.context, unit=False)})" if w else f" at {ctx_text(p.context)}"
+    con.print(f"Fits: {c.requests_per_replica:,} whole request(s){' ' + what if what else ''} per replica x "
+              f"{par.dp} replica(s) = {c.total_requests:,}{at}.")
     for n in c.notes:
         con.print(f"Note: {n}.")
 

@@ -78,6 +78,10 @@ CASES = {
         ["compare", "qwen3-next-80b-a3b", "gpt-oss-120b", "--basis", "article", "-c", "128k", "--json"],
     ],
     "capacity": [
+        ["capacity", "llama-3.1-8b", "--kv-memory", "40GiB", "--request-tokens", "8k", "--shared-prefix-tokens", "2k",
+         "--json"],  # a workload
+        ["capacity", "deepseek-v4-pro", "--engine", "sglang", "--kv-memory", "40GiB", "--tp", "8", "--request-tokens",
+         "8k", "--json"],
         ["capacity", "llama-3.1-8b", "--gpu", "h200", "-c", "8k", "--json"],
         ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--tp", "8", "-p", "fp8", "-c", "256k", "--json"],
         ["capacity", "qwen3-next-80b-a3b", "--kv-memory", "40GiB", "--tp", "2", "-c", "128k", "--json"],

@@ -51,9 +51,29 @@ class ExactEngine(Engine):
                       sum(b for _, b in rows))
             for i, (comp, rows) in enumerate(by_comp.items())
         )
+        comps = job.model.components
+
+        def shareable(ctx: int) -> int:
+            """Bytes of ``ctx`` tokens in the caches a shared prefix can be held once in: per-token caches that keep
+            every position they saw (not a sliding window, not a chunk), so the first ctx entries are the same."""
+            return sum(b for (_, c), b in job.analytic_at(ctx).items()
+                       if comps[c].per_token and getattr(comps[c], "window", None) is None
+                       and getattr(comps[c], "chunk", None) is None)
+
         return PoolPlan("exact", "", job.model.name, job.precision.name, job.context, job.settings, {}, Layout.EXACT,
                         "one byte per block, no paging", 0, groups, 1, 0, job.total, (),
-                        lambda ctx: (sum(job.analytic_at(ctx).values()),))
+                        lambda ctx: (sum(job.analytic_at(ctx).values()),), detail=shareable)
+
+    def workload_room(self, p, pool: int, fit) -> int:
+        return pool
+
+    def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
+        """A request of ``tokens`` in exact bytes; the ``shared`` prefix's bytes in the caches that keep every
+        position (full attention, latents, compressed entries, indexer keys) held once."""
+        from ...workload import Cost
+
+        sh = p.detail(shared) if shared else 0
+        return Cost("bytes", max(p._blocks_at(tokens)[0] - sh, 1), sh, {})
 
     def summary_line(self, cap) -> str:
         return f"exact bytes: a request holds {cap.plan.analytic_bytes:,} B, no page or block rounding"

@@ -148,6 +148,28 @@ class SglangEngine(Engine):
                 hi = mid - 1
         return best
 
+    def workload_room(self, p, pool: int, fit) -> int:
+        return fit.json["max_total_num_tokens"]
+
+    def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
+        """A request of ``tokens`` holds ceil_page(T) slots of the token pool; the radix cache keeps a shared
+        prefix once, page by page (its whole pages); the SWA pool and max_running_requests cap as before."""
+        from ...workload import Cost
+        from .defaults import SWA_EVICTION_INTERVAL
+        from .dsv4 import V4Layout
+
+        page = fit.json["page_size"]
+        sh = shared // page * page
+        own = S.ceil_page(tokens, page) - sh
+        limits = {"max_running_requests": fit.json["max_running_requests"]}
+        lay = p.detail
+        swa = fit.json.get("swa_max_total_num_tokens")
+        if isinstance(lay, V4Layout):  # compute_swa_request_cap's per-request share, as report._v4_limits
+            limits["SWA pool"] = swa // min(tokens, lay.window + SWA_EVICTION_INTERVAL + 2 * lay.page)
+        elif swa is not None:
+            limits["SWA pool"] = swa // S.swa_tokens_per_request(lay, tokens)
+        return Cost("tokens", max(own, 1), sh, limits)
+
     def batch_pools(self, plan, batch: int, model):
         from .buffers import batch_pools
 

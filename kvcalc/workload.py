@@ -1,0 +1,80 @@
+"""Capacity under a real workload (`capacity --request-tokens T --shared-prefix-tokens S`): requests hold the
+tokens they have, not ``max_model_len`` (vLLM allocates blocks as tokens arrive; max_model_len only caps a
+request), and a prefix every request shares is held once where the engine's prefix caching shares it.
+
+Each engine counts a request's cost at T tokens its own way (``Engine.workload_cost``); here the costs of the
+requests' lengths (one length, or a distribution: one a line in a file) become the requests that run at once:
+``(pool - shared) // mean cost``, the shared part counted once. A distribution's concurrency uses the mean of the
+costs, not the cost of the mean length: block and page rounding make them differ. Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .errors import KvcalcError
+
+MAX_LENGTHS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One request's cost at T tokens in the engine's unit (blocks, tokens, bytes), and the part of it shared."""
+
+    unit: str  # "blocks", "tokens", "bytes"
+    per_request: int  # the request's own (unshared) cost
+    shared: int  # what every request shares, held once
+    limits: dict  # other per-replica caps the engine keeps (max_running_requests, the SWA pool): name -> requests
+
+
+def read_lengths(text: str, source: str) -> list[int]:
+    """Request lengths, one a line (blank lines and # comments skipped); each a token count."""
+    from .units import parse_tokens
+
+    out = []
+    for no, line in enumerate(text.splitlines(), 1):
+        item = line.split("#", 1)[0].strip()
+        if not item:
+            continue
+        if len(out) >= MAX_LENGTHS:
+            raise KvcalcError(f"{source}: more than {MAX_LENGTHS:,} lengths; sample the distribution")
+        out.append(parse_tokens(item, f"{source}:{no}"))
+    if not out:
+        raise KvcalcError(f"{source}: no request lengths (one token count a line)")
+    return out
+
+
+def apply(eng, plans, pool: int, settings, parallel, fit, lengths: list[int], shared: int, context: int):
+    """The Fit with ``requests_per_replica`` for this workload, its lines and its JSON."""
+    for t in lengths:
+        if t > context:
+            raise KvcalcError(f"request_tokens: {t:,} is more than the context {context:,} (max_model_len caps a "
+                              "request)", param="request_tokens")
+    if shared < 0 or shared > min(lengths):
+        raise KvcalcError(f"shared_prefix_tokens: {shared:,} must be from 0 to the shortest request "
+                          f"({min(lengths):,})", param="shared_prefix_tokens")
+    best = None
+    for p in plans:
+        costs = [eng.workload_cost(p, pool, settings, fit, t, shared) for t in lengths]
+        unit, sh = costs[0].unit, costs[0].shared
+        room = eng.workload_room(p, pool, fit) - sh
+        mean = sum(c.per_request for c in costs) / len(costs)
+        n = int(room // mean) if room > 0 and mean > 0 else 0
+        limits = {"pool": n, **costs[0].limits}
+        stage = min(limits.values())
+        if best is None or stage < best[0]:
+            best = (stage, limits, unit, sh, mean, room)
+    n, limits, unit, sh, mean, room = best
+    binding = min(limits, key=lambda k: limits[k])
+    lengths_text = (f"{lengths[0]:,} tokens" if len(set(lengths)) == 1 else
+                    f"{len(lengths):,} lengths, mean {sum(lengths) / len(lengths):,.1f} tokens")
+    line = (f"Workload: requests of {lengths_text} (max_model_len {context:,} caps them), a request costing "
+            f"{mean:,.2f} {unit} of its own" + (f", the {shared:,}-token shared prefix held once ({sh:,} {unit})"
+                                                if shared else "")
+            + f": {n:,} run at once per replica (" + ", ".join(f"{k} {v:,}" for k, v in limits.items())
+            + f"; the {binding} binds).")
+    json = {"request_tokens": lengths[0] if len(lengths) == 1 else None, "request_lengths": len(lengths),
+            "mean_request_tokens": sum(lengths) / len(lengths), "shared_prefix_tokens": shared, "unit": unit,
+            "cost_per_request": mean, "shared_cost": sh, "limits": limits, "limited_by": binding,
+            "requests_at_context": fit.requests_per_replica}
+    return replace(fit, requests_per_replica=n, lines=fit.lines + (line,), json={**fit.json, "workload": json})
