@@ -220,7 +220,14 @@ def _capacity_defs() -> dict:
         "requests_per_replica": COUNT, "total_requests": COUNT, "cache_tokens": COUNT,
         "engine_log_line": null(STR), "pages": arr(ref("group"), 1), "notes": arr(STR), "units": {"const": "bytes"},
         "concurrency_asked": POS, "max_context_tokens": POS,
-    }, optional=("concurrency_asked", "max_context_tokens"), extra=True,
+        "workload": obj({"request_tokens": null(POS), "request_lengths": POS, "mean_request_tokens": NUM,
+                         "shared_prefix_tokens": COUNT, "unit": {"enum": ["blocks", "tokens", "bytes"]},
+                         "cost_per_request": NUM, "shared_cost": COUNT, "limits": mapping(COUNT, 1),
+                         "limited_by": STR, "requests_at_context": COUNT},
+                        description="--request-tokens / --shared-prefix-tokens: a request's own cost in the engine's "
+                                    "unit, the shared part held once, the per-replica limits; requests_per_replica "
+                                    "is the workload's"),
+    }, optional=("concurrency_asked", "max_context_tokens", "workload"), extra=True,
         description="one engine's answer, per GPU unless named total; open: each engine adds its budget keys and "
                     "the figures of its fit")
     capacity["dependentRequired"] = {"concurrency_asked": ["max_context_tokens"],

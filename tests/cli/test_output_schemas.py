@@ -78,10 +78,6 @@ CASES = {
         ["compare", "qwen3-next-80b-a3b", "gpt-oss-120b", "--basis", "article", "-c", "128k", "--json"],
     ],
     "capacity": [
-        ["capacity", "llama-3.1-8b", "--kv-memory", "40GiB", "--request-tokens", "8k", "--shared-prefix-tokens", "2k",
-         "--json"],  # a workload
-        ["capacity", "deepseek-v4-pro", "--engine", "sglang", "--kv-memory", "40GiB", "--tp", "8", "--request-tokens",
-         "8k", "--json"],
         ["capacity", "llama-3.1-8b", "--gpu", "h200", "-c", "8k", "--json"],
         ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--tp", "8", "-p", "fp8", "-c", "256k", "--json"],
         ["capacity", "qwen3-next-80b-a3b", "--kv-memory", "40GiB", "--tp", "2", "-c", "128k", "--json"],
@@ -96,6 +92,10 @@ CASES = {
         ["capacity", "gpt-oss-120b", "--engine", "exact", "--gpu", "h200", "-c", "128k", "--json"],
         ["capacity", "deepseek-v3.2", "--engine", "exact", "--kv-memory", "80GiB", "-c", "160k", "--json"],
         ["capacity", "llama-3.1-8b", "--engine", "vllm,sglang", "--gpu", "h200", "-c", "128k", "--json"],
+        ["capacity", "llama-3.1-8b", "--kv-memory", "40GiB", "--request-tokens", "8k", "--shared-prefix-tokens", "2k",
+         "--json"],  # a workload
+        ["capacity", "deepseek-v4-pro", "--engine", "sglang", "--kv-memory", "40GiB", "--tp", "8", "--request-tokens",
+         "8k", "--json"],
         ["capacity", "deepseek-v4-pro", "--engine", "vllm,sglang,exact", "--gpu", "h200", "--tp", "8", "--json"],
     ],
     "sweep": [
@@ -263,7 +263,7 @@ def test_capacity_schema_can_fail():
     assert_invalid("capacity", broken)
     sglang["pools"][0]["shape"] = []
     assert_invalid("capacity", sglang)
-    side = output(*CASES["capacity"][-1])
+    side = output(*CASES["capacity"][-1])  # the side-by-side form, last
     assert [e.get("refused") is not None for e in side["engines"]] == [True, False, False]
     broken = copy.deepcopy(side)
     del broken["side_by_side"]["requests in all"]
