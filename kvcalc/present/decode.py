@@ -10,9 +10,10 @@ def render_decode(con, d) -> None:
     con.print(f"{d.model}, {d.precision}, one decode step at {ctx_text(d.context_tokens)}: the cache bytes read "
               f"per sequence")
     t = table()
+    drops = {"entries": 1, "per layer": 2, "reads": 3}  # left out first on a narrow console, and named
     for name, just in (("kind", "left"), ("layers", "right"), ("component", "left"), ("reads", "left"),
                        ("entries", "right"), ("per layer", "right"), ("all layers", "right")):
-        t.add_column(name, justify=just)
+        t.add_column(name, justify=just, drop=drops.get(name))
     for k in d.kinds:
         for i, c in enumerate(k.components):
             t.add_row(k.kind if i == 0 else "", f"{k.layers}" if i == 0 else "", c.name, c.rule,

@@ -18,6 +18,7 @@ from kvcalc import textout
 FIXTURES = Path(__file__).parent / "fixtures"
 
 COMMANDS = {
+    "decode-v4-pro": ["decode", "deepseek-v4-pro", "-p", "fp8"],
     "estimate-headline": ["estimate", "-c", "1M"],
     "estimate-llama": ["estimate", "llama-3.1-8b", "-c", "1M"],
     "estimate-v4-pro": ["estimate", "deepseek-v4-pro", "-c", "1M", "-p", "fp8"],
