@@ -17,7 +17,7 @@ from fuzzcases import COMMANDS, FLAGS, VALUES, classify, mutate_yaml, run_cli  #
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "kvcalc" / "data" / "configs").glob("*.yaml"))
-SLICE = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+SLICE = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 tokens = st.one_of(st.sampled_from(FLAGS), st.sampled_from(VALUES), st.text(max_size=12))
 

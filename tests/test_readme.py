@@ -75,7 +75,7 @@ def _mask(text: str) -> str:
 
 
 def test_readme_verify_sample_matches():
-    args = ["verify", "deepseek-v4-flash", "-p", "fp8", "-c", "4k", "--max-num-batched-tokens", "1024"]
+    args = ["verify", "deepseek-v4-flash", "-p", "fp8", "-c", "2k", "--max-num-batched-tokens", "512"]
     assert _mask(_block("kvcalc " + " ".join(args))) == _mask(_run(args))
 
 

@@ -226,6 +226,11 @@ class TritonWriter:
         if st is None:
             raise KvcalcError(f"fill: component {comp.name} has no compressor_state in the plan", param="fill")
         window = (2 if overlap_of(comp) else 1) * r
+        if window // st.block_size > st.table.shape[0]:  # the kernel's ring needs a distinct page per stride
+            raise KvcalcError(f"fill: the Triton writer's {comp.name} compressor reads a {window}-token ring over "
+                              f"{window // st.block_size} state pages; a request at {ctx.L:,} tokens reserves "
+                              f"{st.table.shape[0]} (a context of at least {window} tokens is needed; "
+                              "{{writer}} torch writes any context)", param="fill")
         # the pages that hold positions s - window .. s - 1 (vLLM's positional slots), in ring order
         first_block = (s - window) // st.block_size
         pages = st.table[torch.tensor([(first_block + j) % st.table.shape[0] for j in range(window // st.block_size)],

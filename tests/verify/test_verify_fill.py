@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from kvcalc.errors import KvcalcError
+
 from kvcalc.engines import vllm as V
 from kvcalc.plan import plan
 
@@ -161,7 +163,8 @@ main()
 def test_triton_writer_under_the_interpreter():
     """The kernels themselves write the pool (CPU, TRITON_INTERPRET=1): V4-Flash fp8 at 128 tokens, the first
     and last layer of every page tensor, read back against the torch reference. (The interpreter runs one
-    program per row written, twice: 256 tokens with the overflow checks took 80 s on 2 cores, this ~35 s.)"""
+    program per row written, twice: 256 tokens with the overflow checks took 80 s on 2 cores, this ~26 s. Below
+    128 tokens the c128 compressor's ring needs more state pages than a request reserves: refused, below.)"""
     env = dict(os.environ, TRITON_INTERPRET="1")
     r = subprocess.run([sys.executable, "-c", _KVCALC_UNCHECKED, "verify", "deepseek-v4-flash", "-c", "128", "-p",
                         "fp8", "--max-num-batched-tokens", "256", "--no-async-scheduling", "--writer", "triton",
@@ -178,6 +181,22 @@ def test_triton_writer_under_the_interpreter():
     assert w[3] == 2 * 128 * 8192 + 2 * 128 * 2048 and w[4] == 2 * 128 * 4096
     assert out["written_bytes"] == sum(w.values()) == out["expected_written_bytes"]
     assert all(c["pass"] for c in out["readback"]) and len(out["readback"]) == 16
+
+
+def test_the_triton_writer_refuses_a_ring_the_request_cannot_hold():
+    # found cutting this file's time: at 64 tokens V4-Flash's c128 state group reserves 9 pages of 8 rows, the
+    # Triton compressor's ring reads 128 rows over 16 distinct pages; one line instead of the kernel's ValueError
+    from types import SimpleNamespace
+
+    import torch
+
+    from kvcalc.verify.fill import TritonWriter
+
+    comp = SimpleNamespace(name="c128_entries", ratio=128, span=128)
+    job = SimpleNamespace(comp=comp, state=SimpleNamespace(table=torch.arange(9), block_size=8))
+    with pytest.raises(KvcalcError, match="reads a 128-token ring over 16 state pages; a request at 64 tokens "
+                                          "reserves 9"):
+        TritonWriter(torch, None, None).compressed(job, SimpleNamespace(L=64), 0, 64, None, None, None, None, None)
 
 
 def test_two_ranks_with_gloo():
