@@ -54,6 +54,15 @@ def _save(fig, path: str) -> None:
     write_file(path, buf.getvalue(), "{{output}}")
 
 
+def _context_axes(ax, contexts) -> None:
+    """Log-log axes over the contexts, ticked at the powers of two they span, labelled as token counts."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ticks = [c for c in (2**k for k in range(0, 31)) if contexts[0] <= c <= contexts[-1]]
+    ax.set_xticks(ticks, [format_tokens(t) for t in ticks])
+    ax.set_xlabel("context (tokens per sequence)")
+
+
 def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, basis: str = "complete") -> dict:
     """Bytes per sequence against context, log-log, one line per (model, precision), a dotted line per GPU.
     Returns the numbers drawn (``kvcalc plot --json``)."""
@@ -80,11 +89,7 @@ def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, 
         ax.axhline(g.memory_bytes / 2**30, color="0.5", linestyle=(0, (2, 2)), linewidth=0.9)
         ax.annotate(f"{g.name} {format_bytes(g.memory_bytes)}", xy=(contexts[0], g.memory_bytes / 2**30),
                     xytext=(2, 2), textcoords="offset points", fontsize=7, color="0.3")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ticks = [c for c in (2**k for k in range(0, 31)) if contexts[0] <= c <= contexts[-1]]
-    ax.set_xticks(ticks, [format_tokens(t) for t in ticks])
-    ax.set_xlabel("context (tokens per sequence)")
+    _context_axes(ax, contexts)
     ax.set_ylabel("KV cache per sequence (GiB, binary)")
     ax.set_title(f"Exact KV cache bytes per sequence ({basis} basis, no paging)", loc="left")
     ax.legend(fontsize=7, frameon=False)
@@ -123,11 +128,7 @@ def decode_vs_context(specs, contexts, precisions, path: str) -> dict:
             drawn["series"].append({"model": spec.name, "precision": runs[0].precision,
                                     "read_bytes_per_token": read, "stored_bytes": stored})
             i += 1
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ticks = [c for c in (2**k for k in range(0, 31)) if contexts[0] <= c <= contexts[-1]]
-    ax.set_xticks(ticks, [format_tokens(t) for t in ticks])
-    ax.set_xlabel("context (tokens per sequence)")
+    _context_axes(ax, contexts)
     ax.set_ylabel("GiB (binary), one sequence")
     ax.set_title("Cache bytes a decode step reads per token (solid) and stores (dotted)", loc="left")
     ax.legend(fontsize=6, frameon=False)
