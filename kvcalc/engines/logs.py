@@ -80,9 +80,9 @@ class LogReader:
         than MAX_DIGITS digits, below its figure's minimum or beyond MAX_VALUE is refused with its line."""
         facts = LogFacts()
         todo = dict(self.patterns)
-        hint_of = {k: self.hints.get(k) for k in todo}
-        scan = re.compile("|".join(re.escape(h) for h in sorted(set(hint_of.values()) - {None}, key=len, reverse=True)))
-        last_start, pos, newlines, start_line = -1, 0, 0, 1
+        hint_of = self.hints  # every pattern has one (tests/engines/test_hostile_logs.py)
+        scan = re.compile("|".join(re.escape(h) for h in sorted(set(hint_of.values()), key=len, reverse=True)))
+        last_start, pos, newlines = -1, 0, 0
         for hit in scan.finditer(text):
             start = text.rfind("\n", 0, hit.start()) + 1
             if start == last_start:
@@ -91,8 +91,8 @@ class LogReader:
             end = text.find("\n", hit.start())
             line = text[start:(end if end >= 0 else len(text))][:MAX_LINE]
             newlines += text.count("\n", pos, start)  # the hits come in order: one pass in all
-            pos, no = start, newlines + start_line
-            for key in [k for k in todo if hint_of[k] is None or hint_of[k] in line]:
+            pos, no = start, newlines + 1
+            for key in [k for k in todo if hint_of[k] in line]:
                 m = todo[key].search(line)
                 if m:
                     facts.values[key] = self._value(key, m.group(1), f"{source}:{no}")
