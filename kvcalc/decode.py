@@ -15,6 +15,13 @@ For one sequence of ``context`` tokens, each layer's attention reads, per cached
 Writes per step: a per-token cache appends one entry (a compressed cache one entry every ``ratio`` tokens), fixed
 state is rewritten. Not counted: weights, activations, compute, the engine's block tables. Exact integers,
 torch-free.
+
+With a GPU (``step_floor``), one step of ``batch`` sequences also reads the weights: the dense weights in full and,
+for a mixture of experts, the routed experts the batch selects. Under uniform, independent routing of each token
+to ``k`` of ``E`` experts, an expert is idle with probability ``(1 - k/E)^B``, so a step reads on average the
+share ``1 - (1 - k/E)^B`` of the routed experts' bytes. The step's bytes over the device's peak memory bandwidth
+are a floor on its time (no compute, no kernel launches, no overlap lost), and ``batch`` over that time a ceiling
+on tokens per second.
 """
 
 from __future__ import annotations
@@ -121,6 +128,101 @@ def _component(spec, name: str, prec, L: int, sparse: dict[int, int]) -> Compone
 
 def _is_window(comp) -> bool:
     return getattr(comp, "window", None) is not None
+
+
+@dataclass(frozen=True)
+class StepFloor:
+    """One decode step of ``batch`` sequences on one GPU: the bytes it must move and the time that takes at the
+    device's peak memory bandwidth."""
+
+    gpu: str
+    gpu_name: str
+    bandwidth_bytes_per_s: int
+    bandwidth_source: str
+    batch: int
+    dense_weight_bytes: int  # read in full every step
+    expert_weight_bytes: int  # all routed experts
+    experts: int | None  # routed experts per MoE layer (None: a dense model)
+    experts_per_token: int | None
+    expert_read_share: float  # expected share of the routed experts' bytes a step reads
+    cache_read_bytes: int  # batch x the cache bytes one sequence reads
+    state_write_bytes: int  # batch x the fixed state written back
+    append_bytes: int  # batch x one entry per per-token component: left out of the floor (see basis)
+    weights_source: str
+
+    @property
+    def expert_read_bytes(self) -> int:
+        return round(self.expert_weight_bytes * self.expert_read_share)
+
+    @property
+    def weights_read_bytes(self) -> int:
+        return self.dense_weight_bytes + self.expert_read_bytes
+
+    @property
+    def step_bytes(self) -> int:
+        return self.weights_read_bytes + self.cache_read_bytes + self.state_write_bytes
+
+    @property
+    def step_seconds(self) -> float:
+        return self.step_bytes / self.bandwidth_bytes_per_s
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.batch / self.step_seconds
+
+    @property
+    def expected_experts(self) -> float | None:
+        return None if self.experts is None else self.experts * self.expert_read_share
+
+    def to_json(self) -> dict:
+        return {"gpu": self.gpu, "gpu_name": self.gpu_name, "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+                "bandwidth_source": self.bandwidth_source, "batch": self.batch,
+                "dense_weight_bytes": self.dense_weight_bytes, "expert_weight_bytes": self.expert_weight_bytes,
+                "routed_experts": self.experts, "experts_per_token": self.experts_per_token,
+                "expected_experts_per_layer": self.expected_experts, "expert_read_share": self.expert_read_share,
+                "expert_read_bytes": self.expert_read_bytes, "weights_read_bytes": self.weights_read_bytes,
+                "cache_read_bytes": self.cache_read_bytes, "state_write_bytes": self.state_write_bytes,
+                "append_bytes_left_out": self.append_bytes, "step_bytes": self.step_bytes,
+                "step_seconds_floor": self.step_seconds, "tokens_per_second_ceiling": self.tokens_per_second,
+                "weights_source": self.weights_source, "assumption": ROUTING_ASSUMPTION, "basis": FLOOR_BASIS}
+
+
+ROUTING_ASSUMPTION = ("each token of each MoE layer goes to k of E routed experts uniformly and independently of the "
+                      "other tokens: a step reads 1 - (1 - k/E)^B of the routed experts' bytes on average")
+FLOOR_BASIS = ("one GPU reads every byte of the step once at its peak memory bandwidth: the dense weights in full "
+               "(the input embedding table included, though a step reads only B of its rows), the expected routed "
+               "experts, every sequence's cache reads and its fixed state written back; the entries appended this "
+               "step, activations, compute, kernel launches, communication and the MTP layer are left out, so the "
+               "time is a floor and the tokens per second a ceiling")
+
+
+def step_floor(d: Decode, spec, gpu, *, weights_bytes: int | None = None) -> StepFloor:
+    """The decode step ``d`` at its batch on ``gpu``: bytes moved and the bandwidth floor."""
+    from .errors import KvcalcError
+
+    if gpu.bandwidth_bytes_per_s is None:
+        raise KvcalcError(f"gpu: the catalogue has no memory bandwidth for {gpu.key}", param="gpu")
+    B = d.batch
+    experts = per_token = None
+    share = 0.0
+    if weights_bytes is not None:
+        dense, expert, source = weights_bytes, 0, "given by the caller, read in full every step"
+    elif spec.weights is None:
+        raise KvcalcError(f"weights: {spec.name} declares no weights; give their size ({{{{weights}}}}, read in full "
+                          "every step)", param="weights")
+    else:
+        w = spec.weights
+        dense, expert, source = w.dense_bytes, w.expert_bytes, w.source
+        if expert:
+            if w.routing is None:
+                raise KvcalcError(f"weights: {spec.name} has routed experts but no weights.routing (experts, "
+                                  "per_token): the experts a step reads cannot be counted", param="weights")
+            experts, per_token = w.routing.experts, w.routing.per_token
+            share = 1.0 - (1.0 - per_token / experts) ** B
+    append = sum(c.write_bytes * k.layers for k in d.kinds for c in k.components if c.rule != "state")
+    return StepFloor(gpu.key, gpu.name, gpu.bandwidth_bytes_per_s, gpu.bandwidth_source, B, dense, expert,
+                     experts, per_token, share, d.read_bytes_per_token * B, d.state_write_bytes * B, append * B,
+                     source)
 
 
 def decode(model, context: int, *, precision: str | None = None, batch: int = 1) -> Decode:

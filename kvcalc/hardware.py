@@ -22,6 +22,8 @@ class GPU:
     marketing: str
     basis: str  # "reported" (seen in nvidia-smi / rocm-smi output) or "spec sheet"
     source: str
+    bandwidth_bytes_per_s: int | None = None  # peak memory bandwidth, the vendor's decimal figure
+    bandwidth_source: str = ""
 
 
 _CATALOGUE: dict[str, GPU] | None = None

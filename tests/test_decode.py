@@ -62,3 +62,87 @@ def test_batch_and_refusals(cli):
             decode("llama-3.1-8b", kw["context"], batch=kw["batch"])
     r = cli("decode", "llama-3.1-8b", "-c", "0")
     assert r.code == 2 and r.err.count("\n") == 1
+
+
+# ---- decode --gpu: the weights a step reads at batch B and the bandwidth floor -------------------------------
+
+def _floor(model, context, gpu, **kw):
+    from kvcalc.config import load_model
+    from kvcalc.decode import step_floor
+    from kvcalc.hardware import get_gpu
+
+    spec = load_model(model)
+    return step_floor(decode(spec, context, **kw), spec, get_gpu(gpu))
+
+
+def test_dense_model_reads_all_its_weights_and_its_cache():
+    f = _floor("llama-3.1-8b", 8192, "h100")
+    # 8,030,261,248 bf16 parameters (the safetensors index) + 32 layers x 8,192 tokens x 8 heads x 128 x K,V x 2 B
+    assert f.weights_read_bytes == 8_030_261_248 * 2 == 16_060_522_496
+    assert f.cache_read_bytes == 32 * 8192 * 8 * 128 * 2 * 2 == 1_073_741_824
+    assert f.step_bytes == 17_134_264_320 and f.experts is None
+    # over the H100 SXM's 3.35 TB/s (decimal): 5.115 ms, so at most 195.5 tokens/s for one sequence
+    assert f.step_seconds == pytest.approx(17_134_264_320 / 3.35e12) and round(f.tokens_per_second, 1) == 195.5
+
+
+def test_moe_reads_the_experts_a_batch_selects():
+    one = _floor("deepseek-v3.2", 131072, "h200", precision="fp8")
+    # one token reads k/E = 8/256 of the routed experts: 653,894,418,432 fp8 parameters with a 4 B scale per
+    # 128 x 128 block, i.e. ceil(n x 16,388 / 16,384) B
+    experts = -(-653_894_418_432 * 16388 // 16384)
+    assert one.expert_weight_bytes == experts and one.expert_read_bytes == round(experts / 32)
+    assert one.dense_weight_bytes == -(-17_105_581_568 * 16388 // 16384)
+    # V4-Pro at 64 sequences: an expert is idle with probability (1 - 6/384)^64 = 0.36499..., so 63.5% of the
+    # routed experts (243.8 of 384 a layer) are read
+    f = _floor("deepseek-v4-pro", 1 << 20, "h200", precision="fp8", batch=64)
+    share = 1 - (378 / 384) ** 64
+    assert round(share, 4) == 0.6350 and f.expert_read_share == pytest.approx(share)
+    assert round(f.expected_experts, 1) == 243.8
+    # 1,476e9 MXFP4 parameters at 17 B per 32 (16 B of pairs + one e8m0 scale)
+    assert f.expert_weight_bytes == 1_476_000_000_000 * 17 // 32
+    # the cache: 64 x 724,292,608 B read, and 64 x the 30 x 80 KiB + 31 x 512 KiB of state written back
+    assert f.cache_read_bytes == 64 * 724_292_608
+    assert f.state_write_bytes == 64 * (30 * 80 + 31 * 512) * 1024
+    assert f.step_bytes == f.dense_weight_bytes + round(f.expert_weight_bytes * share) + f.cache_read_bytes + \
+        f.state_write_bytes
+    assert f.tokens_per_second == pytest.approx(64 * 4.8e12 / f.step_bytes)
+    # a large batch reads (nearly) every expert
+    assert _floor("deepseek-v4-pro", 4096, "h200", batch=4096).expert_read_share > 0.999999
+
+
+def test_decode_gpu_cli(cli):
+    r = cli("decode", "llama-3.1-8b", "-c", "8k", "--gpu", "h100", "--json")
+    assert r.code == 0 and r.json()["step"]["step_bytes"] == 17_134_264_320
+    assert r.json()["step"]["bandwidth_bytes_per_s"] == 3_350_000_000_000
+    r = cli("decode", "qwen3.5-9b", "--gpu", "h100")
+    assert r.code == 2 and "--weights-gib" in r.err and r.err.count("\n") == 1
+    r = cli("decode", "qwen3.5-9b", "-c", "8k", "--gpu", "h100", "--weights-gib", "16", "--json")
+    assert r.code == 0 and r.json()["step"]["weights_read_bytes"] == 16 << 30
+    r = cli("decode", "qwen3.5-9b", "--weights-gib", "16")
+    assert r.code == 2 and "--gpu" in r.err
+    r = cli("decode", "llama-3.1-8b", "--gpu", "h900")
+    assert r.code == 2 and "h900" in r.err
+    r = cli("decode", "deepseek-v4-flash", "-p", "fp8", "--gpu", "b200", "-b", "32")
+    assert r.code == 0 and "tokens/s" in r.out and "of 256 experts" in r.out and "uniform" in r.out
+
+
+def test_routing_is_checked(tmp_path):
+    from kvcalc.config import load_model
+
+    src = open("kvcalc/data/configs/gpt-oss-120b.yaml").read()
+    bad = tmp_path / "m.yaml"
+    bad.write_text(src.replace("per_token: {value: 4", "per_token: {value: 400"))
+    with pytest.raises(KvcalcError, match="weights.routing.per_token"):
+        load_model(str(bad))
+    bad.write_text(src.replace("  routing:", "  routes:"))
+    with pytest.raises(KvcalcError, match="routing"):
+        load_model(str(bad))
+    import re
+
+    bad.write_text(re.sub(r"  routing:\n(    .*\n)+", "", src))
+    spec = load_model(str(bad))
+    from kvcalc.decode import step_floor
+    from kvcalc.hardware import get_gpu
+
+    with pytest.raises(KvcalcError, match="no weights.routing"):
+        step_floor(decode(spec, 1024), spec, get_gpu("h200"))

@@ -6,8 +6,14 @@ from typing import Optional
 
 import typer
 
+from ..errors import KvcalcError
+
 from .app import command, console, hf_option, json_option, model_arg, print_json
 from .files import one_model
+
+GPU_HELP = ("Also price the whole step on this GPU (`kvcalc gpus`): the weights read at --batch (for MoE the "
+            "expected distinct experts), and the bandwidth floor of a step and ceiling of tokens per second.")
+WEIGHTS_HELP = "With --gpu: the weights in GiB, read in full every step (default: the model config's)."
 
 
 @command("decode")
@@ -17,6 +23,8 @@ def decode_cmd(
     context: str = typer.Option("1M", "--context", "-c", help="Tokens the sequence holds when the step reads."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
     batch: int = typer.Option(1, "--batch", "-b", help="Sequences decoded in one step (the cache reads scale with it)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help=GPU_HELP),
+    weights_gib: Optional[float] = typer.Option(None, "--weights-gib", help=WEIGHTS_HELP),
     as_json: bool = json_option(),
 ) -> None:
     """The cache bytes one decode step reads, by layer kind and component: dense caches in full, top-k selected
@@ -28,7 +36,16 @@ def decode_cmd(
 
     spec = load_model(one_model(model, hf))
     d = decode(spec, parse_tokens(context, "--context"), precision=precision, batch=batch)
+    floor = None
+    if gpu is not None:
+        from ..decode import step_floor
+        from ..hardware import get_gpu
+        from .capacity import _gib
+
+        floor = step_floor(d, spec, get_gpu(gpu), weights_bytes=_gib(weights_gib, "--weights-gib"))
+    elif weights_gib is not None:
+        raise KvcalcError("--weights-gib: is read only with --gpu (the weights a step reads)")
     if as_json:
-        print_json(d.to_json())
+        print_json(d.to_json() | ({"step": floor.to_json()} if floor else {}))
     else:
-        render_decode(console(), d)
+        render_decode(console(), d, floor)

@@ -16,9 +16,9 @@ from ..errors import KvcalcError
 from ..formats import get_format
 from ..specs import CACHE_KINDS, CacheSpec, CompressorState, RecurrentState, required_fields, spec_fields
 from ..yamlio import load_yaml
-from .model import WEIGHT_DTYPES, ModelSpec, Precision, RopeScaling, Weights
+from .model import WEIGHT_DTYPES, ModelSpec, Precision, RopeScaling, Routing, Weights
 from .registry import config_names, config_path, shipped_name
-from .schema import FORMAT_VERSION, MAX_INT, MAX_LAYERS, MAX_PARAMS, MAX_TEXT, REQUIRED_TOP, TOP_KEYS
+from .schema import FORMAT_VERSION, MAX_INT, MAX_EXPERTS, MAX_LAYERS, MAX_PARAMS, MAX_TEXT, REQUIRED_TOP, TOP_KEYS
 
 # ---- value helpers -------------------------------------------------------------------------------------
 class _Ctx:
@@ -247,7 +247,7 @@ def _layers(ctx: _Ctx, raw: Any, kinds: dict[str, tuple[str, ...]]) -> tuple[str
 
 def _weights(ctx: _Ctx, raw: Any) -> Weights:
     data = ctx.mapping(raw, "weights")
-    ctx.keys(data, "weights", {"params", "expert_params", "source", "note"}, ["params"])
+    ctx.keys(data, "weights", {"params", "expert_params", "routing", "source", "note"}, ["params"])
     source = ctx.note_source(data, "weights")
     out = []
     for key in ("params", "expert_params"):
@@ -261,7 +261,22 @@ def _weights(ctx: _Ctx, raw: Any) -> Weights:
         out.append(counts)
     if not out[0] and not out[1]:
         raise ctx.err("weights.params", "must give at least one parameter count")
-    return Weights(dense=out[0], experts=out[1], source=source)
+    routing = _routing(ctx, data["routing"]) if "routing" in data else None
+    if routing is not None and not out[1]:
+        raise ctx.err("weights.routing", "is given but weights.expert_params is not: routing needs routed experts")
+    return Weights(dense=out[0], experts=out[1], source=source, routing=routing)
+
+
+def _routing(ctx: _Ctx, raw: Any) -> Routing:
+    data = ctx.mapping(raw, "weights.routing")
+    ctx.keys(data, "weights.routing", {"experts", "per_token", "source", "note"}, ["experts", "per_token"])
+    source = ctx.note_source(data, "weights.routing")
+    experts = ctx.integer(data["experts"], "weights.routing.experts", maximum=MAX_EXPERTS)
+    per_token = ctx.integer(data["per_token"], "weights.routing.per_token", maximum=MAX_EXPERTS)
+    if per_token > experts:
+        raise ctx.err("weights.routing.per_token", f"{per_token} is more than the {experts} routed experts")
+    source = source or ctx.provenance.get("weights.routing.experts", "")
+    return Routing(experts=experts, per_token=per_token, source=source)
 
 
 def _rope_scaling(ctx: _Ctx, data: dict) -> RopeScaling | None:

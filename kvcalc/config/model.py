@@ -18,6 +18,16 @@ WEIGHT_DTYPES: dict[str, tuple[int, int]] = {
 
 
 @dataclass(frozen=True)
+class Routing:
+    """A mixture-of-experts router: each token of each MoE layer goes to ``per_token`` of ``experts`` routed
+    experts (shared experts are dense weights)."""
+
+    experts: int
+    per_token: int
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class Weights:
     """The model's weights: parameter counts by storage dtype; ``experts`` are the routed experts of a
     mixture-of-experts model (expert parallelism shards them), ``dense`` everything else."""
@@ -25,6 +35,7 @@ class Weights:
     dense: dict[str, int]
     experts: dict[str, int]
     source: str = ""
+    routing: Routing | None = None
 
     @staticmethod
     def _bytes(params: dict[str, int]) -> int:

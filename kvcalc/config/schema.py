@@ -26,7 +26,8 @@ TOP_KEYS = {
     "layer_kinds": "layer kind -> list of component names",
     "layers": "the layer layout (list of kinds / patterns, or select + kinds)",
     "mtp": "multi-token-prediction layers {layers: N, kind: K}",
-    "weights": "parameter counts by storage dtype {params: {dtype: N}, expert_params: {dtype: N}, source}",
+    "weights": ("parameter counts by storage dtype {params: {dtype: N}, expert_params: {dtype: N}, "
+                "routing: {experts: E, per_token: k}, source}"),
 }
 
 REQUIRED_TOP = ("kvcalc", "name", "precisions", "default_precision", "components", "layer_kinds", "layers")
@@ -35,6 +36,7 @@ REQUIRED_TOP = ("kvcalc", "name", "precisions", "default_precision", "components
 MAX_INT = 1 << 40
 #: Parameter counts beyond this (10^15) are typos.
 MAX_PARAMS = 10**15
+MAX_EXPERTS = 1_000_000
 #: No architecture has more layers than this; a bigger layout is a typo that would take minutes to expand.
 MAX_LAYERS = 10_000
 MAX_TEXT = 65_536  # characters in one free-text field (description, source, note): a page, not a book
@@ -119,6 +121,11 @@ def json_schema() -> dict:
                 "expert_params": {"type": "object", "propertyNames": {"enum": sorted(WEIGHT_DTYPES)},
                                   "additionalProperties": sourced({"type": "integer", "minimum": 1,
                                                                    "maximum": MAX_PARAMS})},
+                "routing": {"type": "object", "additionalProperties": False, "required": ["experts", "per_token"],
+                            "properties": {
+                                "experts": sourced({"type": "integer", "minimum": 1, "maximum": MAX_EXPERTS}),
+                                "per_token": sourced({"type": "integer", "minimum": 1, "maximum": MAX_EXPERTS}),
+                                "source": {"type": "string"}, "note": {"type": "string"}}},
                 "source": {"type": "string"}, "note": {"type": "string"}}},
             "mtp": {"type": "object", "additionalProperties": False, "required": ["layers", "kind"], "properties": {
                 "layers": sourced({"type": "integer", "minimum": 0, "maximum": MAX_LAYERS}), "kind": {"type": "string"},

@@ -6,7 +6,7 @@ from ..units import format_bytes
 from .common import ctx_text, ratio, table
 
 
-def render_decode(con, d) -> None:
+def render_decode(con, d, floor=None) -> None:
     con.print(f"{d.model}, {d.precision}, one decode step at {ctx_text(d.context_tokens)}: the cache bytes read "
               f"per sequence")
     t = table()
@@ -31,3 +31,37 @@ def render_decode(con, d) -> None:
     con.print("Basis: dense caches read in full, caches behind the lightning indexer its index_topk entries, every "
               "indexer key scored, fixed state read once per layer and written back; no weights, activations or "
               "compute; exact bytes, binary units.")
+    if floor is not None:
+        _render_floor(con, floor)
+
+
+def _render_floor(con, f) -> None:
+    B = f.batch
+    con.print(f"One step of {B} sequence{'s' if B > 1 else ''} on one {f.gpu_name} "
+              f"({f.bandwidth_bytes_per_s / 1e12:.2f} TB/s peak memory bandwidth):")
+    t = table()
+    t.add_column("read or written", justify="left")
+    t.add_column("bytes", justify="right")
+    t.add_column("basis", justify="left", drop=1)
+    t.add_row("dense weights", format_bytes(f.dense_weight_bytes), "read in full")
+    if f.experts is not None:
+        t.add_row("routed experts", format_bytes(f.expert_read_bytes),
+                  f"{f.expected_experts:.1f} of {f.experts} experts a layer expected at k = {f.experts_per_token} "
+                  f"({f.expert_read_share:.1%} of {format_bytes(f.expert_weight_bytes)})")
+    t.add_row("cache read", format_bytes(f.cache_read_bytes), f"{B} x the table above")
+    if f.state_write_bytes:
+        t.add_row("state written back", format_bytes(f.state_write_bytes), f"{B} x the fixed state")
+    t.add_row("step", format_bytes(f.step_bytes), f"{f.step_bytes:,} B", end_section=True)
+    con.table(t)
+    con.print(f"Floor: {_seconds(f.step_seconds)} a step, so at most {f.tokens_per_second:,.0f} tokens/s "
+              f"({f.tokens_per_second / B:,.1f} per sequence).")
+    if f.experts is not None:
+        con.print("Routing assumed uniform and independent per token: a step reads 1 - (1 - k/E)^B of the routed "
+                  "experts' bytes.")
+    con.print(f"Floor basis: every byte once at peak bandwidth on one GPU; entries appended this step "
+              f"({format_bytes(f.append_bytes)}), activations, compute, communication and the MTP layer left out. "
+              f"Weights: {f.weights_source or 'as declared'}. Bandwidth: {f.bandwidth_source}.")
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"

@@ -8,10 +8,12 @@ from .common import table
 
 def render_gpus(con, gpus) -> None:
     t = table("Accelerators (memory as the device reports it; vLLM uses --gpu-memory-utilization of it)")
-    for col in ("key", "name", "memory", "bytes", "basis"):  # on a narrow console the exact bytes go first
-        t.add_column(col, justify="right" if col in ("memory", "bytes") else "left",
-                     drop={"bytes": 1, "basis": 2}.get(col))
+    for col in ("key", "name", "memory", "bytes", "basis", "bandwidth"):  # narrow: the exact bytes go first
+        t.add_column(col, justify="right" if col in ("memory", "bytes", "bandwidth") else "left",
+                     drop={"bytes": 1, "basis": 2, "bandwidth": 3}.get(col))
     for g in gpus:
-        t.add_row(g.key, g.name, format_bytes(g.memory_bytes), f"{g.memory_bytes:,}", g.basis)
+        bw = "-" if g.bandwidth_bytes_per_s is None else f"{g.bandwidth_bytes_per_s / 1e12:g} TB/s"
+        t.add_row(g.key, g.name, format_bytes(g.memory_bytes), f"{g.memory_bytes:,}", g.basis, bw)
     con.table(t)
-    con.print("Sources: `kvcalc gpus --json`.")
+    con.print("Bandwidth: peak memory bandwidth from spec sheets, decimal TB/s (`kvcalc decode --gpu` divides by "
+              "it). Sources: `kvcalc gpus --json`.")

@@ -161,9 +161,11 @@ def _plan_defs() -> dict:
 
 def _gpu(full: bool) -> dict:
     props = {"key": STR, "name": STR, "vendor": STR, "memory_bytes": POS, "marketing": STR,
-             "basis": {"enum": ["reported", "spec sheet"]}, "source": STR}
+             "basis": {"enum": ["reported", "spec sheet"]}, "source": STR, "bandwidth_bytes_per_s": null(POS),
+             "bandwidth_source": STR}
     if not full:
-        props = {k: v for k, v in props.items() if k not in ("vendor", "marketing")}
+        props = {k: v for k, v in props.items() if k not in ("vendor", "marketing", "bandwidth_bytes_per_s",
+                                                             "bandwidth_source")}
     return obj(props)
 
 
@@ -388,9 +390,19 @@ def _decode() -> tuple[dict, dict]:
                            "write_bytes every write_every tokens (fixed state: rewritten every step)")
     kind = obj({"kind": STR, "layers": POS, "read_bytes_per_layer": COUNT, "read_bytes": COUNT,
                 "components": arr(comp, 1)})
+    share = {"type": "number", "minimum": 0, "maximum": 1}
+    step = obj({"gpu": STR, "gpu_name": STR, "bandwidth_bytes_per_s": POS, "bandwidth_source": STR, "batch": POS,
+                "dense_weight_bytes": COUNT, "expert_weight_bytes": COUNT, "routed_experts": null(POS),
+                "experts_per_token": null(POS), "expected_experts_per_layer": null(NUM), "expert_read_share": share,
+                "expert_read_bytes": COUNT, "weights_read_bytes": COUNT, "cache_read_bytes": COUNT,
+                "state_write_bytes": COUNT, "append_bytes_left_out": COUNT, "step_bytes": COUNT,
+                "step_seconds_floor": NUM, "tokens_per_second_ceiling": NUM, "weights_source": STR,
+                "assumption": STR, "basis": STR},
+               description="with --gpu: one step of `batch` sequences on one GPU; expert bytes are an expectation "
+                           "under uniform routing")
     return obj({"model": STR, "precision": STR, "context_tokens": POS, "batch": POS, "read_bytes_per_token": COUNT,
                 "read_bytes_per_step": COUNT, "stored_bytes": COUNT, "state_write_bytes_per_token": COUNT,
-                "layers": arr(kind, 1), "basis": STR}), {}
+                "layers": arr(kind, 1), "basis": STR, "step": step}, optional=("step",)), {}
 
 
 def _schema() -> tuple[dict, dict]:
