@@ -50,6 +50,22 @@ def _rope_schema(sourced, integer) -> dict:
                            "source": {"type": "string"}, "note": {"type": "string"}}}
 
 
+def _weights_schema(sourced) -> dict:
+    """The weights block: parameter counts by dtype, and a mixture of experts' routing."""
+    return {"type": "object", "additionalProperties": False, "required": ["params"], "properties": {
+        "params": {"type": "object", "propertyNames": {"enum": sorted(WEIGHT_DTYPES)},
+                   "additionalProperties": sourced({"type": "integer", "minimum": 1, "maximum": MAX_PARAMS})},
+        "expert_params": {"type": "object", "propertyNames": {"enum": sorted(WEIGHT_DTYPES)},
+                          "additionalProperties": sourced({"type": "integer", "minimum": 1,
+                                                           "maximum": MAX_PARAMS})},
+        "routing": {"type": "object", "additionalProperties": False, "required": ["experts", "per_token"],
+                    "properties": {
+                        "experts": sourced({"type": "integer", "minimum": 1, "maximum": MAX_EXPERTS}),
+                        "per_token": sourced({"type": "integer", "minimum": 1, "maximum": MAX_EXPERTS}),
+                        "source": {"type": "string"}, "note": {"type": "string"}}},
+        "source": {"type": "string"}, "note": {"type": "string"}}}
+
+
 def json_schema() -> dict:
     """A JSON Schema for the config format, built from the same tables the loader enforces (for editors and
     other tools; the loader's own checks go further: cross-references, ratios, format fit)."""
@@ -115,18 +131,7 @@ def json_schema() -> dict:
                     "kinds": {"type": "object", "additionalProperties": {"type": "string"}},
                     "source": {"type": "string"}, "note": {"type": "string"}}},
             ]},
-            "weights": {"type": "object", "additionalProperties": False, "required": ["params"], "properties": {
-                "params": {"type": "object", "propertyNames": {"enum": sorted(WEIGHT_DTYPES)},
-                           "additionalProperties": sourced({"type": "integer", "minimum": 1, "maximum": MAX_PARAMS})},
-                "expert_params": {"type": "object", "propertyNames": {"enum": sorted(WEIGHT_DTYPES)},
-                                  "additionalProperties": sourced({"type": "integer", "minimum": 1,
-                                                                   "maximum": MAX_PARAMS})},
-                "routing": {"type": "object", "additionalProperties": False, "required": ["experts", "per_token"],
-                            "properties": {
-                                "experts": sourced({"type": "integer", "minimum": 1, "maximum": MAX_EXPERTS}),
-                                "per_token": sourced({"type": "integer", "minimum": 1, "maximum": MAX_EXPERTS}),
-                                "source": {"type": "string"}, "note": {"type": "string"}}},
-                "source": {"type": "string"}, "note": {"type": "string"}}},
+            "weights": _weights_schema(sourced),
             "mtp": {"type": "object", "additionalProperties": False, "required": ["layers", "kind"], "properties": {
                 "layers": sourced({"type": "integer", "minimum": 0, "maximum": MAX_LAYERS}), "kind": {"type": "string"},
                 "source": {"type": "string"}, "note": {"type": "string"}}},

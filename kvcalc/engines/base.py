@@ -173,6 +173,12 @@ class Engine(ABC):
         own = sum(max(b - s, 0) for b, s in zip(p._blocks_at(tokens), share))
         return Cost("blocks", max(own, 1), sum(share), {})
 
+    def transfer_groups(self, p, spec, tokens: int):
+        """What the engine's prefill/decode connector moves for one request of ``tokens`` prompt tokens, as a
+        :class:`kvcalc.transfer.TransferPlan` (one rank)."""
+        raise KvcalcError(f"engine: kvcalc models no prefill/decode transfer for the {self.name} engine",
+                          param="engine")
+
     def max_context(self, plans: list, pool: int, concurrency: int, limit: int, settings, parallel) -> int:
         """The longest context (<= limit) at which ``concurrency`` requests fit in ``pool`` on every stage."""
         return min(p.max_context(pool, concurrency, limit) for p in plans)

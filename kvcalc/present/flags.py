@@ -12,7 +12,8 @@ BASE_FLAGS = {
     "mtp": "--mtp", "tp": "--tp", "pp": "--pp", "dp": "--dp", "gpu": "--gpu", "kv_memory": "--kv-memory",
     "weights": "--weights-gib", "reserve": "--reserve-gib", "engine": "--engine", "concurrency": "--concurrency",
     "device": "--device", "fill": "--fill", "writer": "--writer", "file": "FILE", "points": "--points",
-    "output": "--output", "model_option": "--model", "out": "--out", "report": "--report",
+    "output": "--output", "model_option": "--model", "out": "--out", "report": "--report", "link": "--link",
+    "bandwidth": "--bandwidth",
 }
 
 

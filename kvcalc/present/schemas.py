@@ -20,7 +20,7 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 #: every command with --json output, in the order the docs describe them
 OUTPUTS = ("estimate", "compare", "capacity", "sweep", "show", "models", "gpus", "claims", "check-log", "verify",
-           "import-hf", "plot", "report", "schema", "decode")
+           "import-hf", "plot", "report", "schema", "decode", "transfer")
 
 # ---- building blocks -----------------------------------------------------------------------------------------
 STR = {"type": "string"}
@@ -405,6 +405,21 @@ def _decode() -> tuple[dict, dict]:
                 "layers": arr(kind, 1), "basis": STR, "step": step}, optional=("step",)), {}
 
 
+def _transfer() -> tuple[dict, dict]:
+    group = obj({"index": COUNT, "kind": STR, "label": STR, "layers": POS,
+                 "unit": {"enum": ["block", "page", "state slot", "bytes"]}, "unit_tokens": COUNT, "units": POS,
+                 "unit_bytes": COUNT, "rule": STR, "bytes": COUNT},
+                description="one cache group: `units` blocks / pages (or one state slot) of `unit_bytes`, all the "
+                            "group's layers, padding included")
+    link = obj({"key": STR, "name": STR, "bytes_per_s": POS, "stated": STR, "source": STR})
+    over = obj({"key": STR, "bytes_per_s": POS, "seconds": NUM})
+    return obj({"model": STR, "engine": STR, "engine_title": STR, "precision": STR, "prompt_tokens": POS, "tp": POS,
+                "tokens_moved": POS, "groups": arr(group, 1), "cache_bytes": COUNT, "aux_bytes": COUNT,
+                "transfer_bytes": COUNT, "wire_bytes": COUNT, "stored_bytes": COUNT, "reserved_bytes": COUNT,
+                "link": null(link), "transfer_seconds": null(NUM), "links": arr(over, 1), "notes": arr(STR),
+                "basis": STR}), {}
+
+
 def _schema() -> tuple[dict, dict]:
     return {"description": "a JSON Schema (draft 2020-12): the config format's, or with --output a command's output",
             "allOf": [{"$ref": DRAFT}], "type": "object", "required": ["$schema"]}, {}
@@ -415,6 +430,7 @@ _BUILDERS = {
     "show": lambda: (_model(full=True), {}), "models": lambda: (arr(_model(full=False)), {}),
     "gpus": lambda: (arr(_gpu(full=True)), {}), "claims": _claims, "check-log": _check_log, "verify": _verify,
     "import-hf": _import_hf, "plot": _plot, "report": _report, "schema": _schema, "decode": _decode,
+    "transfer": _transfer,
 }
 
 

@@ -124,6 +124,14 @@ CASES = {
         ["decode", "deepseek-v4-pro", "-p", "fp8", "--json"],
         ["decode", "qwen3.5-9b", "-c", "128k", "--batch", "4", "--json"],
         ["decode", "gpt-oss-120b", "-c", "4k", "--json"],
+        ["decode", "deepseek-v4-flash", "-p", "fp8", "--gpu", "b200", "-b", "32", "--json"],
+        ["decode", "llama-3.1-8b", "-c", "8k", "--gpu", "l4", "--json"],
+    ],
+    "transfer": [
+        ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M", "--json"],
+        ["transfer", "qwen3.5-9b", "--link", "ib-ndr", "--json"],
+        ["transfer", "gpt-oss-120b", "--engine", "sglang", "--bandwidth", "40", "--json"],
+        ["transfer", "deepseek-v4-flash", "--engine", "exact", "--json"],
     ],
 }
 #: exit codes that still print the JSON: a verdict (a claim missed, a log that differs, a stale report)

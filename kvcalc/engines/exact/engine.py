@@ -36,6 +36,14 @@ class ExactEngine(Engine):
     paged, pools = False, "tokens"  # verify allocates the analytic layout (buffers.py), one tensor per component
     options = OPTIONS
 
+    def transfer_groups(self, p, spec, tokens: int):
+        """A transfer of exactly the bytes the request's caches hold: no pages, no padding, no metadata."""
+        from ...transfer import TransferGroup, TransferPlan
+
+        groups = tuple(TransferGroup(g.index, g.kind_name, g.label, len(g.layers), "bytes", 0, 1, g.analytic_bytes,
+                                     "the exact bytes held") for g in p.groups)
+        return TransferPlan(groups, tokens, 0, ("exact: every cached byte once, nothing else",))
+
     def batch_pools(self, plan, batch: int, model):
         from .buffers import batch_pools
 

@@ -170,6 +170,11 @@ class SglangEngine(Engine):
             limits["SWA pool"] = swa // S.swa_tokens_per_request(lay, tokens)
         return Cost("tokens", max(own, 1), sh, limits)
 
+    def transfer_groups(self, p, spec, tokens: int):
+        from .transfer import sglang_transfer
+
+        return sglang_transfer(p, spec, tokens)
+
     def batch_pools(self, plan, batch: int, model):
         from .buffers import batch_pools
 

@@ -15,7 +15,7 @@ OPTIONS = (
            float, minimum=0.0001, maximum=1),
     Option("page_size", "--page-size", "SGLang: tokens per page (default 1 on Hopper; DeepSeek DSA and V4 get 64 "
            "and 256 whatever is asked, as SGLang's model overrides set them).", int, minimum=1, maximum=1 << 20,
-           commands=("capacity", "verify")),
+           commands=("capacity", "verify", "transfer")),
     Option("swa_full_tokens_ratio", "--swa-full-tokens-ratio", "SGLang: SWA-pool tokens per full-pool token for "
            "split sliding-window pools (default 0.8; 0.1 for DeepSeek V4).", float, minimum=0.0001, maximum=1,
            commands=("capacity", "verify")),
@@ -31,7 +31,7 @@ OPTIONS = (
            "(default 0.9: the state pool gets 0.9 / 1.9 of the budget).", float, minimum=0.0001, maximum=1 << 10),
     Option("allow_overwrite_longer_context_len", "--allow-overwrite-longer-context-len", "As SGLang with "
            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1: plan a --context past the model's derived context_len "
-           "(SGLang refuses it otherwise).", bool, ("capacity", "verify"),
+           "(SGLang refuses it otherwise).", bool, ("capacity", "verify", "transfer"),
            negative="--no-allow-overwrite-longer-context-len", cli_default=False),
     Option("chunked_prefill_size", "--chunked-prefill-size", "SGLang: tokens per prefill chunk (default: from "
            "the GPU's memory; it sets the default mem_fraction_static).", int, minimum=1, maximum=1 << 24),

@@ -15,7 +15,7 @@ OPTIONS = (
     Option("gpu_memory_utilization", "--gpu-memory-utilization", "Fraction of each GPU's total memory vLLM "
            "may use (vLLM 0.33 default 0.92).", float),
     Option("block_size", "--block-size", "Tokens per block (default: what vLLM's backends pick; check-log: "
-           "from the log).", int, ("capacity", "check-log"), minimum=1, maximum=MAX_TOKENS_SETTING),
+           "from the log).", int, ("capacity", "check-log", "transfer"), minimum=1, maximum=MAX_TOKENS_SETTING),
     Option("max_num_batched_tokens", "--max-num-batched-tokens", "vLLM's per-step token budget (default: "
            "vllm serve's for the GPU: 8192 on H100/H200, 16384 from 160 GiB, 2048 below 70 GiB or A100; "
            "verify: 8192, the fill's chunk; check-log: from the log, else 8192).", int,
@@ -24,13 +24,13 @@ OPTIONS = (
            "batches in flight.", bool, ("capacity", "verify", "check-log"), negative="--no-async-scheduling",
            cli_default=DEFAULT_ASYNC_SCHEDULING),
     Option("indexer_dtype", "--indexer-dtype", "DeepSeek sparse-indexer cache in vLLM: fp8 (132 B, default) "
-           "or mxfp4 (68 B).", str, choices=tuple(INDEXER_DTYPES)),
+           "or mxfp4 (68 B).", str, ("capacity", "transfer"), choices=tuple(INDEXER_DTYPES)),
     Option("prefix_caching", "--prefix-caching", "vLLM's prefix caching (on by default); for Mamba / DeltaNet "
            "state it reserves 2 running blocks plus checkpoint blocks per request, 1 without.", bool,
            negative="--no-prefix-caching", cli_default=DEFAULT_PREFIX_CACHING),
     Option("allow_long_max_model_len", "--allow-long-max-model-len", "As vLLM with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: "
            "plan a max_model_len past the model's derived maximum (vLLM refuses it otherwise).", bool,
-           ("capacity", "verify"), negative="--no-allow-long-max-model-len", cli_default=False),
+           ("capacity", "verify", "transfer"), negative="--no-allow-long-max-model-len", cli_default=False),
     Option("gdn_prefill_backend", "--gdn-prefill-backend", "Gated DeltaNet prefill in vLLM: flashinfer "
            "(Hopper's default; 64-token checkpoints) or triton (default: vLLM's choice for --gpu).", str),
 )

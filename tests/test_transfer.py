@@ -1,0 +1,113 @@
+"""kvcalc transfer: what one request's cache moves from prefill to decode, by hand for each connector rule."""
+
+import pytest
+
+from kvcalc.errors import KvcalcError
+from kvcalc.transfer import transfer
+
+M = 1 << 20
+LLAMA_TOKEN = 32 * 8 * 128 * 2 * 2  # Llama-3.1-8B: 32 layers x 8 KV heads x 128 x (K, V) x bf16 = 128 KiB a token
+
+
+def test_vllm_moves_whole_blocks_padding_included():
+    t = transfer("llama-3.1-8b", 8001)
+    # NixlConnector reads cdiv(8,001, 16) = 501 blocks of 16 tokens, the last (1 token) whole
+    assert [(g.units, g.unit_bytes) for g in t.plan.groups] == [(501, 16 * LLAMA_TOKEN)]
+    assert t.transfer_bytes == 501 * 16 * LLAMA_TOKEN and t.stored_bytes == 8001 * LLAMA_TOKEN
+    assert t.plan.aux_bytes == 0  # the decoder recomputes the last prompt token instead
+
+
+def test_sglang_moves_pages_and_one_metadata_row():
+    t = transfer("llama-3.1-8b", 8001, engine="sglang")
+    # page_size 1: 8,001 pages, K and V buffers of 32 layers; MetadataBuffers rows: 4 x 16 x 4 B + 2 x 128 x 4 B
+    # (top logprobs) + 16 x 4 B (top-k p) + 16 x 8 B (top-k index) + 16 x 4 B (hidden row) + 8 x 8 B = 1,600 B
+    assert t.cache_bytes == 8001 * LLAMA_TOKEN and t.plan.aux_bytes == 1600
+    assert t.transfer_bytes == 8001 * LLAMA_TOKEN + 1600
+
+
+def test_exact_moves_what_the_request_holds():
+    t = transfer("deepseek-v4-flash", 8192, engine="exact", precision="fp8")
+    assert t.transfer_bytes == t.stored_bytes == 44_209_152  # the estimate's complete basis at 8k
+
+
+def test_sliding_window_moves_only_the_window_blocks():
+    t = transfer("gpt-oss-120b", 8192)
+    window, full = t.plan.groups
+    # 18 sliding layers: blocks of 16 before token 8,192 - 128 + 1 are null on the decoder: 8,065 // 16 = 504
+    # skipped of cdiv(8,192, 16) = 512, so 8 blocks; a block of 18 layers x 16 tokens x 8 heads x 64 x K,V x 2 B
+    block = 18 * 16 * 8 * 64 * 2 * 2
+    assert (window.units, window.unit_bytes) == (8, block) and (full.units, full.unit_bytes) == (512, block)
+    s = transfer("gpt-oss-120b", 8192, engine="sglang")
+    # SGLang's sliding_window_size for gpt-oss is 127: pages from 8,192 - 127 = 8,065, so 127 one-token pages
+    assert [g.units for g in s.plan.groups] == [8192, 127]
+
+
+def test_state_hybrid_moves_one_state_block_and_one_token_less():
+    t = transfer("qwen3.5-9b", 8192)
+    states = [g for g in t.plan.groups if g.unit == "state slot"]
+    full = next(g for g in t.plan.groups if g.kind == "full")
+    # vLLM's prefiller stops one token short for Mamba-style state (the decoder computes the last): cdiv(8,191, 576)
+    # = 15 blocks of 8 full-attention layers x 576 tokens x 4 KV heads x 256 x K,V x 2 B
+    assert t.plan.tokens_moved == 8191 and full.units == 15 and full.unit_bytes == 8 * 576 * 4 * 256 * 2 * 2
+    # three groups of 8 gated-DeltaNet layers, each the running state's real bytes: conv 49,152 + recurrent
+    # 2,097,152 B a layer (not the 2,359,296 B padded page)
+    assert [g.unit_bytes for g in states] == [8 * (49_152 + 2_097_152)] * 3
+
+
+def test_v4_pro_at_1m_on_vllm_by_hand():
+    t = transfer("deepseek-v4-pro", M, precision="fp8")
+    by = {g.label: g for g in t.plan.groups}
+    # vLLM pads every V4 page to a multiple of 576 B: 64 x 584 = 37,376 -> 37,440; 64 x 132 (fp8 indexer) = 8,448
+    # -> 8,640; 2 x 584 = 1,168 -> 1,728; a compressor state page 32,768 -> 32,832
+    comp = by["c128_entries + c4_entries + c4_indexer"]
+    assert comp.units == M // 256 and comp.unit_bytes == 30 * 37_440 + 30 * 8_640 + 31 * 1_728
+    # the 128-token window in blocks of 64: (2^20 - 127) // 64 = 16,382 of 16,384 are before it, 2 move
+    windows = [g for g in t.plan.groups if g.label == "window"]
+    assert sorted((g.units, g.unit_bytes) for g in windows) == [(2, 30 * 37_440), (2, 31 * 37_440)]
+    # compressor state: c128 blocks of 8 with a 128 window -> 16; c4 blocks of 4 with an 8 window -> 2
+    assert (by["c128_state"].units, by["c128_state"].unit_bytes) == (16, 31 * 32_832)
+    assert (by["c4_state + c4_indexer_state"].units, by["c4_state + c4_indexer_state"].unit_bytes) == \
+        (2, 30 * (32_832 + 8_640))
+    assert t.transfer_bytes == 5_905_065_600
+
+
+def test_tensor_parallel_ranks_each_read_their_share():
+    one = transfer("deepseek-v3.2", 131072, precision="fp8")
+    eight = transfer("deepseek-v3.2", 131072, precision="fp8", tp=8)
+    # the MLA latent is replicated: each of 8 decode ranks reads a whole copy; 2,048 blocks x 61 layers x 64 x
+    # (656 + 132) B
+    assert one.transfer_bytes == eight.transfer_bytes == 2048 * 61 * 64 * (656 + 132)
+    assert eight.wire_bytes == 8 * eight.transfer_bytes
+    # GQA heads split over the ranks: each reads half
+    assert transfer("llama-3.1-8b", 8192, tp=2).transfer_bytes * 2 == transfer("llama-3.1-8b", 8192).transfer_bytes
+
+
+def test_links_and_bandwidths():
+    t = transfer("llama-3.1-8b", 8192, link="ib-ndr")
+    assert t.link.bytes_per_s == 50_000_000_000 and t.transfer_seconds == pytest.approx(8192 * LLAMA_TOKEN / 50e9)
+    # NVLink 4 is 900 GB/s both ways together: 450 GB/s one way
+    assert transfer("llama-3.1-8b", 8192, link="nvlink4").link.bytes_per_s == 450_000_000_000
+    # PCIe 5.0 x16: 32 GT/s x 16 lanes x 128/130 / 8 bits
+    assert transfer("llama-3.1-8b", 8192, link="pcie5-x16").link.bytes_per_s == 32_000_000_000 * 16 * 128 // 130 // 8
+    assert transfer("llama-3.1-8b", 8192, bandwidth=100).transfer_seconds == pytest.approx(8192 * LLAMA_TOKEN / 1e11)
+    for kw in (dict(link="ib-ndx"), dict(bandwidth=0), dict(bandwidth=True), dict(link="ib-ndr", bandwidth=50)):
+        with pytest.raises(KvcalcError):
+            transfer("llama-3.1-8b", 8192, **kw)
+
+
+def test_refusals_and_cli(cli):
+    with pytest.raises(KvcalcError, match="not modelled"):
+        transfer("deepseek-v4-flash", 8192, engine="sglang")
+    r = cli("transfer", "llama-3.1-8b", "-c", "8001", "--link", "ib-ndr", "--json")
+    assert r.code == 0
+    j = r.json()
+    assert j["transfer_bytes"] == 501 * 16 * LLAMA_TOKEN and j["transfer_seconds"] == pytest.approx(
+        501 * 16 * LLAMA_TOKEN / 50e9)
+    r = cli("transfer", "llama-3.1-8b", "--link", "nvlink9")
+    assert r.code == 2 and r.err.startswith("kvcalc: error: --link") and r.err.count("\n") == 1
+    r = cli("transfer", "deepseek-v4-pro", "--engine", "sglang")
+    assert r.code == 2 and "not modelled" in r.err and r.err.count("\n") == 1
+    r = cli("transfer", "gpt-oss-120b", "--engine", "sglang", "--page-size", "16", "-c", "8k")
+    assert r.code == 0 and "512 pages" in r.out and "metadata" in r.out
+    r = cli("transfer", "llama-3.1-8b", "--page-size", "16")
+    assert r.code == 2 and "--page-size" in r.err
