@@ -49,7 +49,10 @@ def test_a_distribution_uses_the_mean_of_the_costs():
     # 1,000 tokens = 63 blocks (cdiv(1000, 16)), 1,008 = 63: the mean cost 63, not the cost of the mean length
     c = cap("vllm", request_tokens=[1000, 1008])
     assert c.requests_per_replica == 20479 // 63 == 325
-    c = cap("vllm", request_tokens=[16, 32])  # 1 and 2 blocks: a mean of 1.5
+    from kvcalc.engines import get_engine
+
+    many = get_engine("vllm").settings({"max_num_seqs": 16384, "max_num_batched_tokens": 16384})
+    c = cap("vllm", request_tokens=[16, 32], settings=many)  # 1 and 2 blocks: a mean of 1.5
     assert c.requests_per_replica == int(20479 // 1.5) == 13652
 
 
@@ -91,4 +94,28 @@ def test_cli_file_and_json(cli, tmp_path):
     assert d["requests_per_replica"] == 325 and d["total_requests"] == 325
     w = d["workload"]
     assert w["mean_request_tokens"] == 1004 and w["request_lengths"] == 2 and w["cost_per_request"] == 63
-    assert w["limits"] == {"pool": 325} and w["requests_at_context"] == 2
+    assert w["limits"] == {"pool": 325, "max_num_seqs": 1024} and w["requests_at_context"] == 2
+
+
+def test_vllm_runs_at_most_max_num_seqs():
+    from kvcalc.engines import get_engine
+
+    eng = get_engine("vllm")
+    # 40 GiB holds 20,479 // 16 = 1,279 requests of 256 tokens (16 blocks each); vllm serve runs at most 1,024
+    # (get_batch_defaults; below 70 GiB or on an A100: 256), and never more than max_num_batched_tokens
+    c = cap("vllm", request_tokens=256)
+    assert c.requests_per_replica == 1024 and c.fit.json["workload"]["limits"] == {"pool": 1279, "max_num_seqs": 1024}
+    assert c.fit.json["workload"]["limited_by"] == "max_num_seqs"
+    assert cap("vllm", request_tokens=256, settings=eng.settings({"max_num_seqs": 2048})).requests_per_replica == 1279
+    assert eng.settings({}, gpu=_gpu("l40s")).num_seqs == 256
+    assert eng.settings({}, gpu=_gpu("a100-80gb")).num_seqs == 256
+    assert eng.settings({}, gpu=_gpu("h200")).num_seqs == 1024
+    assert eng.settings({"max_num_batched_tokens": 512}).num_seqs == 512  # min(1024, the token budget)
+    with pytest.raises(KvcalcError, match="must be greater than or equal to max_num_seqs"):
+        eng.settings({"max_num_batched_tokens": 512, "max_num_seqs": 1024})
+
+
+def _gpu(name):
+    from kvcalc.hardware import get_gpu
+
+    return get_gpu(name)

@@ -59,6 +59,17 @@ def default_max_num_batched_tokens(total_memory_bytes: int | None, device_name: 
     return 2048
 
 
+def default_max_num_seqs(total_memory_bytes: int | None, device_name: str = "") -> int:
+    """``vllm serve``'s default max_num_seqs before the token budget caps it (get_batch_defaults,
+    OPENAI_API_SERVER): 1024 from 160 GiB, and from 70 GiB unless the device is an A100; else 256. Without a
+    device: 1024, the H100 / H200 figure."""
+    if total_memory_bytes is None or total_memory_bytes >= 160 * GIB:
+        return 1024
+    if total_memory_bytes >= 70 * GIB and "a100" not in device_name.lower():
+        return 1024
+    return 256
+
+
 def max_in_flight_tokens(max_num_batched_tokens: int, async_scheduling: bool, pp: int = 1) -> int:
     """config/vllm.py VllmConfig.max_in_flight_tokens = max_concurrent_batches * max_num_batched_tokens;
     max_concurrent_batches is pp + 1 with async scheduling (V2 model runner, the default), else pp."""
@@ -101,11 +112,22 @@ class Settings:
     gdn_prefill_backend: str = "flashinfer"  # --additional-config '{"gdn_prefill_backend": ...}' ("auto" on Hopper)
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION  # --gpu-memory-utilization
     allow_long_max_model_len: bool = False  # the environment variable VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+    max_num_seqs: int | None = None  # --max-num-seqs (None: vllm serve's 1024, capped by the token budget)
 
     def __post_init__(self) -> None:
+        if self.max_num_seqs is not None and self.max_num_batched_tokens < self.max_num_seqs:
+            raise KvcalcError(f"max_num_seqs: vLLM refuses it: max_num_batched_tokens ({self.max_num_batched_tokens}) "
+                              f"must be greater than or equal to max_num_seqs ({self.max_num_seqs}).",
+                              param="max_num_seqs")
         if self.gdn_prefill_backend not in GDN_PREFILL_BACKENDS:
             raise KvcalcError(f"gdn_prefill_backend: choose flashinfer or triton, got {self.gdn_prefill_backend!r}"[:200],
                               param="gdn_prefill_backend")
+
+    @property
+    def num_seqs(self) -> int:
+        """The running-request cap: the setting, else _set_default_max_num_seqs_and_batched_tokens_args's
+        min(1024, max_num_batched_tokens)."""
+        return self.max_num_seqs if self.max_num_seqs is not None else min(1024, self.max_num_batched_tokens)
 
     @property
     def in_flight(self) -> int:

@@ -3,10 +3,12 @@ docstring for the rules, module by module)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...errors import KvcalcError
 from ..base import Engine, even_stages, fraction_budget
 from .defaults import (NAME, VERSION, Settings, default_gdn_prefill_backend,
-                       default_max_num_batched_tokens, format_gib)
+                       default_max_num_batched_tokens, default_max_num_seqs, format_gib)
 from .options import OPTIONS, SUMMARY
 from .planner import vllm_plan
 from . import logs as _logs
@@ -30,9 +32,12 @@ class VllmEngine(Engine):
 
     def defaults(self, given, *, gpu=None, model=None) -> dict:
         out = {}
+        mem, name = (gpu.memory_bytes, gpu.name) if gpu else (None, "")
         if "max_num_batched_tokens" not in given:
-            out["max_num_batched_tokens"] = default_max_num_batched_tokens(gpu.memory_bytes if gpu else None,
-                                                                          gpu.name if gpu else "")
+            out["max_num_batched_tokens"] = default_max_num_batched_tokens(mem, name)
+        if "max_num_seqs" not in given:  # unset: capped by the token budget, as vLLM defaults it
+            budget = given.get("max_num_batched_tokens", out.get("max_num_batched_tokens"))
+            out["max_num_seqs"] = min(default_max_num_seqs(mem, name), budget)
         if "gdn_prefill_backend" not in given:
             out["gdn_prefill_backend"] = default_gdn_prefill_backend(gpu.key if gpu else None, model)
         return out
@@ -93,6 +98,11 @@ class VllmEngine(Engine):
 
     def transfer_groups(self, p, spec, tokens: int):
         return nixl_transfer(p, spec, tokens)
+
+    def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
+        """As the base engine counts blocks; the scheduler runs at most max_num_seqs requests at once."""
+        cost = super().workload_cost(p, pool, settings, fit, tokens, shared)
+        return replace(cost, limits={**cost.limits, "max_num_seqs": settings.num_seqs})
 
     def explain(self, p, num_blocks: int) -> list[str]:
         from ...pool import GroupKind

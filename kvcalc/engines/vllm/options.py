@@ -20,6 +20,9 @@ OPTIONS = (
            "vllm serve's for the GPU: 8192 on H100/H200, 16384 from 160 GiB, 2048 below 70 GiB or A100; "
            "verify: 8192, the fill's chunk; check-log: from the log, else 8192).", int,
            ("capacity", "verify", "check-log"), minimum=1, maximum=MAX_TOKENS_SETTING),
+    Option("max_num_seqs", "--max-num-seqs", "vLLM's cap on requests running at once (default: vllm serve's 1024, "
+           "256 below 70 GiB or on A100, capped by --max-num-batched-tokens); workload capacity counts it.", int,
+           minimum=1, maximum=MAX_TOKENS_SETTING),
     Option("async_scheduling", "--async-scheduling", "vLLM 0.33 schedules asynchronously by default: two "
            "batches in flight.", bool, ("capacity", "verify", "check-log"), negative="--no-async-scheduling",
            cli_default=DEFAULT_ASYNC_SCHEDULING),
