@@ -20,7 +20,8 @@ from .yamlio import load_yaml
 #: of every compression ratio, so the slope is exact
 _SLOPE_FROM, _SLOPE_TO = 1 << 20, 1 << 21
 UNITS = set(UNIT_BYTES) | {"x", "%", "entries", "layers"}
-CLAIM_KEYS = {"id", "claim", "source", "quote", "published", "unit", "basis", "compute", "tolerance", "note"}
+CLAIM_KEYS = {"id", "claim", "source", "quote", "published", "unit", "basis", "compute", "tolerance", "note",
+              "comparable"}
 
 
 def _finite(v) -> bool:
@@ -46,7 +47,12 @@ class ClaimResult:
     unit: str
     computed: float
     tolerance: dict
-    passed: bool
+    passed: bool | None  # None: not comparable (the published figure measures something kvcalc does not price)
+    comparable: bool = True
+
+    @property
+    def missed(self) -> bool:
+        return self.passed is False
 
     def _fmt(self, v: float) -> str:
         text = f"{v:,.4f}".rstrip("0").rstrip(".") if v != int(v) else f"{int(v):,}"
@@ -62,6 +68,8 @@ class ClaimResult:
         return self._fmt(self.computed)
 
     def tolerance_text(self) -> str:
+        if not self.comparable:
+            return "n/a"
         if "abs" in self.tolerance:
             return "exact" if self.tolerance["abs"] == 0 else f"±{self.tolerance['abs']:g}"
         return f"±{self.tolerance['rel']:.0%}"
@@ -70,7 +78,7 @@ class ClaimResult:
         return {
             "id": self.id, "claim": self.claim, "source": self.source, "quote": self.quote, "basis": self.basis,
             "published": self.published, "unit": self.unit, "computed": self.computed,
-            "tolerance": self.tolerance, "passed": self.passed,
+            "tolerance": self.tolerance, "passed": self.passed, "comparable": self.comparable,
         }
 
 
@@ -171,6 +179,15 @@ class _Evaluator:
             if kind not in model.layer_kinds:
                 raise self.err(f"compute.layers.kind: model {a['model']} has no layer kind {kind!r}")
             return float(model.layers.count(kind))
+        if op == "decode_read":
+            from .decode import decode
+
+            a = self.args(spec, op, {"model", "context", "precision"})
+            try:
+                d = decode(self.model(a, op), self.tokens(a, op), precision=self.name(a, "precision", op))
+            except KvcalcError as exc:
+                raise self.err(f"compute.decode_read: {exc}") from None
+            return float(d.read_bytes_per_token)
         if op == "ratio":
             a = self.args(spec, op, {"num", "den"})
             den = self(a["den"])
@@ -178,7 +195,8 @@ class _Evaluator:
                 raise self.err("compute.ratio: the denominator is zero")
             return self(a["num"]) / den
         raise self.err(
-            f"compute: unknown operation {op!r}; one of: sequence, layer, per_token_layer, entries, entry_bytes, layers, ratio"
+            f"compute: unknown operation {op!r}; one of: sequence, layer, per_token_layer, entries, entry_bytes, layers, "
+            "decode_read, ratio"
         )
 
 
@@ -212,17 +230,22 @@ def _check_one(raw: Any, index: int, path: str, sources: dict) -> ClaimResult:
     if not isinstance(raw["source"], str) or raw["source"] not in sources:
         raise KvcalcError(f"{where}.source: {raw['source']!r} is not listed under sources")
 
+    comparable = raw.get("comparable", True)
+    if not isinstance(comparable, bool):
+        raise KvcalcError(f"{where}.comparable: must be true or false, got {_short(comparable)}")
+    if not comparable and not str(raw.get("basis", "")).strip():
+        raise KvcalcError(f"{where}.basis: a claim that is not comparable must say why in its basis")
     value = _Evaluator(where)(raw["compute"])
     if unit in UNIT_BYTES:
         value /= UNIT_BYTES[unit]
     elif unit == "%":
         value *= 100
     limit = tval if tkind == "abs" else tval * abs(published)
-    passed = abs(value - published) <= limit + 1e-12 * max(1.0, abs(published))
+    passed = abs(value - published) <= limit + 1e-12 * max(1.0, abs(published)) if comparable else None
     return ClaimResult(
         id=cid, claim=str(raw["claim"]), source=sources[str(raw["source"])], quote=str(raw["quote"]),
         basis=str(raw.get("basis", "")), published=float(published), unit=unit, computed=float(value),
-        tolerance={tkind: tval}, passed=passed,
+        tolerance={tkind: tval}, passed=passed, comparable=comparable,
     )
 
 

@@ -87,5 +87,5 @@ def claims_cmd(
         print_json([r.to_dict() for r in results])
     else:
         render_claims(console(), results)
-    if any(not r.passed for r in results):
+    if any(r.missed for r in results):
         raise typer.Exit(1)

@@ -12,8 +12,11 @@ def render_claims(con, results) -> None:
     if narrow and t.least_width() > con.width:  # a 60-column console: the result under the computed figure too
         t = _claims_table(results, narrow, True)
     con.table(t)
-    n_fail = sum(not r.passed for r in results)
-    con.print(f"{len(results) - n_fail} passed, {n_fail} failed")
+    n_fail = sum(r.missed for r in results)
+    n_other = sum(not r.comparable for r in results)
+    con.print(f"{len(results) - n_fail - n_other} passed, {n_fail} failed"
+              + (f", {n_other} not comparable (the published figure measures what kvcalc does not price; "
+                 "`kvcalc claims --json` gives each basis)" if n_other else ""))
 
 
 def _claims_table(results, narrow: bool, narrower: bool):
@@ -32,7 +35,8 @@ def _claims_table(results, narrow: bool, narrower: bool):
         t.add_column(heads.get(col, col) if narrow else col, justify=just,
                      no_wrap=col in ("published", "computed", "tolerance", "result") and not narrower)
     for r in results:
-        verdict = Styled("pass", "green") if r.passed else Styled("MISS", "bold red")
+        verdict = (Styled("n/a", "yellow") if not r.comparable else
+                   Styled("pass", "green") if r.passed else Styled("MISS", "bold red"))
         if narrower:  # a cell takes one style: the verdict's, which the figure above it shares
             t.add_row(f"{r.id}\n{r.claim}", f"{r.published_text()}\n{r.tolerance_text()}",
                       Styled(f"{r.computed_text()}\n{verdict}", verdict.style))

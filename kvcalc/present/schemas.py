@@ -272,8 +272,9 @@ def _model(full: bool) -> dict:
 def _claims() -> tuple[dict, dict]:
     tolerance = {"oneOf": [obj({"abs": {"type": "number", "minimum": 0}}), obj({"rel": {"type": "number", "minimum": 0}})]}
     claim = obj({"id": STR, "claim": STR, "source": STR, "quote": STR, "basis": STR, "published": NUM, "unit": STR,
-                 "computed": NUM, "tolerance": tolerance, "passed": BOOL},
-                description="one published number, recomputed; passed: within its tolerance (abs, or rel of published)")
+                 "computed": NUM, "tolerance": tolerance, "passed": null(BOOL), "comparable": BOOL},
+                description="one published number, recomputed; passed: within its tolerance (abs, or rel of published); "
+                            "null when not comparable (the basis says what kvcalc computes instead)")
     return arr(claim), {}
 
 
