@@ -144,3 +144,26 @@ def test_readme_sglang_check_log_sample_matches():
     args = ["check-log", "tests/fixtures/logs/sglang-vllm21348-qwen3-235b.log", "--model",
             "tests/fixtures/qwen3-235b-a22b.yaml", "--tp", "4"]
     assert _block("kvcalc " + " ".join(args)) == _run(args)
+
+
+@pytest.mark.parametrize("args", [
+    ["decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "--batch", "64"],
+    ["capacity", "llama-3.1-8b", "--gpu", "h200", "-c", "128k", "--request-tokens", "8k", "--shared-prefix-tokens", "2k"],
+    ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M", "--link", "ib-ndr"],
+])
+def test_readme_beyond_the_footprint_samples_match(args):
+    """These samples leave lines out (marked `...`): every line shown is in the real output, in order, and the
+    runs of lines between the marks are consecutive there."""
+    real = _run(args).splitlines()
+    runs, cur = [], []
+    for line in _block("kvcalc " + " ".join(args)).splitlines():
+        if line == "...":
+            runs, cur = runs + [cur] if cur else runs, []
+        else:
+            cur.append(line)
+    runs += [cur] if cur else []
+    at = 0
+    for run in runs:
+        starts = [i for i in range(at, len(real) - len(run) + 1) if real[i:i + len(run)] == run]
+        assert starts, f"not in the output of kvcalc {' '.join(args)} (in order): {run}"
+        at = starts[0] + len(run)
