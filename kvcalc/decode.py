@@ -198,8 +198,15 @@ FLOOR_BASIS = ("one GPU reads every byte of the step once at its peak memory ban
 
 def step_floor(d: Decode, spec, gpu, *, weights_bytes: int | None = None) -> StepFloor:
     """The decode step ``d`` at its batch on ``gpu``: bytes moved and the bandwidth floor."""
+    from . import args
+    from .config import ModelSpec
     from .errors import KvcalcError
+    from .hardware import GPU
 
+    args.instance(d, "decode", Decode, "a Decode (kvcalc.decode.decode)")
+    args.instance(spec, "model", ModelSpec, "a ModelSpec")
+    args.instance(gpu, "gpu", GPU, "a GPU (kvcalc.hardware.get_gpu)")
+    args.integer(weights_bytes, "weights", 0, 1 << 60, optional=True)
     if gpu.bandwidth_bytes_per_s is None:
         raise KvcalcError(f"gpu: the catalogue has no memory bandwidth for {gpu.key}", param="gpu")
     B = d.batch

@@ -72,7 +72,8 @@ ENGINE_FLAGS = {
 
 
 def engine_grid(configs) -> list[list[str]]:
-    """capacity for every shipped model x engine x tp x budget x option set, plus --concurrency and --json."""
+    """capacity for every shipped model x engine x tp x budget x option set, plus --concurrency and --json; transfer
+    for every model x engine x tp, and decode on a GPU."""
     out = []
     for cfg in configs:
         for engine, sets in ENGINE_FLAGS.items():
@@ -81,6 +82,10 @@ def engine_grid(configs) -> list[list[str]]:
                     for extra in sets + [["--concurrency", "2"], ["--json", "-p", "fp8"]]:
                         tp_args = ["--tp", "2" if "--dp" in extra else tp]
                         out.append(["capacity", cfg.stem, "--engine", engine, "-c", "128k", *tp_args, *budget, *extra])
+        for engine in ("vllm", "sglang", "exact"):  # the transfer each engine's connector moves, and decode's floor
+            for tp in ("1", "8"):
+                out.append(["transfer", cfg.stem, "--engine", engine, "-c", "8k", "--tp", tp, "--json"])
+        out.append(["decode", cfg.stem, "--gpu", "h200", "-b", "64", "--json"])
     return out
 
 
@@ -92,7 +97,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", type=float, default=1.0, help="cases per surface x this (default 1: 21,500 + the grid)")
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--no-grid", action="store_true", help="leave out the engine grid (2,160 capacity runs)")
+    ap.add_argument("--no-grid", action="store_true", help="leave out the engine grid (2,160 capacity runs, 162 transfer and 27 decode runs)")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
     rng = random.Random(a.seed)

@@ -11,7 +11,8 @@ tests/test_fuzz.py (a bounded slice of each). Every surface kvcalc reads is gene
   hundreds of digits, floats), lines duplicated, dropped or made huge, the model id changed;
 * ``outputs``: every command that writes, to an existing file, a folder, a link, a dangling link, a missing
   folder, a NUL byte, a very long name;
-* ``api``: estimate, plan, capacity, check_log and verify's argument checks with every argument, valid and not.
+* ``api``: estimate, plan, capacity, check_log, decode (with its GPU floor), transfer and verify's argument checks
+  with every argument, valid and not.
 
 A case is ``("cli", argv)`` or ``("api", label, callable)``. Cases run with the working directory set to a
 scratch folder, so nothing in the checkout is written.
@@ -37,6 +38,7 @@ VALUES = ["1M", "128k", "4k", "1k", "64", "0", "-1", "1.5M", "1e9", "nan", "inf"
           "h100", "b200", "nope", "vllm", "sglang", "exact", "vllm,sglang", "sglang,exact,vllm", "a" * 300, "/dev/null",
           "/", "\u00e9\u00e8", "1_048_576", "0x10", "40GiB", "1.0", "0.5", "2", "8", "3", "mxfp4", "json", "csv",
           "\x7f", "--", "-", "flashinfer", "triton", "torch", "cpu", "cuda", "none", "sample", "0.83", "256", "1e400",
+          "ib-ndr", "nvlink4", "pcie5-x16", "l4", "mi300x",
           *MODELS[:6], str(HF[0]), str(LOGS[0])]
 JUNK = ["\x00", "\u2603", "--context=1M", "=", "{}", "[1,2]", "~", "null", "--bogus"]
 
@@ -76,7 +78,7 @@ def flags_case(rng: random.Random, scratch: Path, options: dict) -> tuple:
     command = rng.choice(sorted(options))
     argv = [command]
     positional = {"estimate": MODELS, "compare": MODELS, "show": MODELS, "capacity": MODELS, "sweep": MODELS,
-                  "plot": MODELS, "verify": ["llama-3.1-8b", "gpt-oss-20b", "qwen3.5-9b", "deepseek-v3.2"],
+                  "plot": MODELS, "decode": MODELS, "transfer": MODELS, "verify": ["llama-3.1-8b", "gpt-oss-20b", "qwen3.5-9b", "deepseek-v3.2"],
                   "import-hf": [str(p) for p in HF], "check-log": [str(p) for p in LOGS]}
     if command in positional and rng.random() < 0.9:
         argv.append(rng.choice(positional[command]))
@@ -320,7 +322,9 @@ def api_case(rng: random.Random, scratch: Path) -> tuple:
     from kvcalc.plan import plan
 
     model = rng.choice(["llama-3.1-8b", "deepseek-v4-pro", "qwen3.5-9b", "gpt-oss-20b", api_value(rng)])
-    name = rng.choice(["estimate", "plan", "capacity", "check_log"])
+    name = rng.choice(["estimate", "plan", "capacity", "check_log", "decode", "transfer"])
+    if name in ("decode", "transfer"):
+        return _beyond_case(rng, name, model)
     if name == "estimate":
         kw = {k: api_value(rng) for k in rng.sample(["precision", "basis", "batch", "mtp", "numpy"], rng.randrange(0, 3))}
         return ("api", f"estimate({model!r}, ..., {kw!r})"[:200], lambda: kvcalc.estimate(model, api_value(rng), **kw))
@@ -341,6 +345,28 @@ def api_case(rng: random.Random, scratch: Path) -> tuple:
                                                 rng.randrange(0, 3))}
     text = rng.choice([log_text(rng), api_value(rng)])
     return ("api", f"check_log(..., {kw!r})"[:200], lambda: check_log(text, **kw))
+
+
+def _beyond_case(rng: random.Random, name: str, model) -> tuple:
+    from kvcalc.decode import decode, step_floor
+    from kvcalc.hardware import get_gpu
+    from kvcalc.transfer import transfer
+
+    ctx = rng.choice([1024, 131072, api_value(rng)])
+    if name == "decode":
+        kw = {k: api_value(rng) for k in rng.sample(["precision", "batch"], rng.randrange(0, 2))}
+
+        def run():
+            d = decode(model, ctx, **kw)
+            if rng.random() < 0.5:
+                from kvcalc.config import as_model
+
+                gpu = get_gpu(rng.choice(["h200", "l4", "mi300x"]))
+                step_floor(d, as_model(model), gpu, weights_bytes=rng.choice([None, 16 << 30, api_value(rng)]))
+        return ("api", f"decode({model!r}, {kw!r})"[:200], run)
+    kw = {k: api_value(rng) for k in rng.sample(["precision", "engine", "tp", "link", "bandwidth", "settings"],
+                                                rng.randrange(0, 3))}
+    return ("api", f"transfer({model!r}, {kw!r})"[:200], lambda: transfer(model, ctx, **kw))
 
 
 SURFACES = {"flags": None, "yaml": yaml_case, "config.json": hf_case, "logs": log_case, "outputs": outputs_case,
