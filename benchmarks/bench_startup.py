@@ -7,7 +7,8 @@ a user's second call is: PYTHONDONTWRITEBYTECODE is dropped so the warm-up run w
 The floor is `python -c "import typer, rich.console, rich.table, yaml"` (no numpy: issue 9's definition)
 measured in the same run on the same machine. Target: the median estimate time is at most 1.25x the median
 floor. Exit status 1 if the target is missed. The headline command (`estimate --context 1M`) and an
-estimate read from a Hugging Face config.json (`--hf`, issue 8: as fast as a shipped model) are timed too.
+estimate read from a Hugging Face config.json (`--hf`, issue 8: as fast as a shipped model) are timed too, and
+`decode --gpu` and `transfer` (issue 18: as fast as estimate, within 1.10x of its median).
 Run it from the repository root (the --hf fixture is a test file).
 """
 
@@ -28,9 +29,13 @@ HEADLINE = [sys.executable, "-m", "kvcalc", "estimate", "--context", "1M"]
 HF = [sys.executable, "-m", "kvcalc", "estimate", "--hf", "tests/fixtures/hf/deepseek-v4-flash.json", "--context", "1M"]
 CAP = [sys.executable, "-m", "kvcalc", "capacity", "deepseek-v3.2", "--gpu", "h200", "--tp", "8", "-c", "128k"]
 CAP_SGLANG = CAP + ["--engine", "sglang"]
+DECODE = [sys.executable, "-m", "kvcalc", "decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "-b", "64"]
+TRANSFER = [sys.executable, "-m", "kvcalc", "transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M"]
 TARGET = 1.25
 #: capacity on SGLang may take at most this much longer than the same capacity on vLLM (issue: "as fast")
 ENGINE_TARGET = 1.10
+#: decode and transfer start as fast as estimate (issue 18): each median at most this much over estimate's
+BEYOND_TARGET = 1.10
 
 
 def _time(cmd: list[str], runs: int) -> list[float]:
@@ -51,7 +56,7 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="write the figures as JSON here")
     args = ap.parse_args()
     # interleave so drift on a busy machine hits both alike
-    floor, est, head, hf, cap, cap_sg = [], [], [], [], [], []
+    floor, est, head, hf, cap, cap_sg, dec, tra = [], [], [], [], [], [], [], []
     for _ in range(args.runs):
         floor += _time(FLOOR, 1)
         est += _time(ESTIMATE, 1)
@@ -59,9 +64,12 @@ def main() -> int:
         hf += _time(HF, 1)
         cap += _time(CAP, 1)
         cap_sg += _time(CAP_SGLANG, 1)
+        dec += _time(DECODE, 1)
+        tra += _time(TRANSFER, 1)
     cv, cs = statistics.median(cap), statistics.median(cap_sg)
     f, e, h, x = statistics.median(floor), statistics.median(est), statistics.median(head), statistics.median(hf)
     ratio = e / f
+    d, t = statistics.median(dec), statistics.median(tra)
     result = {
         "command": " ".join(ESTIMATE[2:]).replace("-m kvcalc", "kvcalc"),
         "floor_command": "python -c 'import typer, rich.console, rich.table, yaml'",
@@ -82,8 +90,15 @@ def main() -> int:
         "capacity_sglang_median_s": round(cs, 4),
         "capacity_sglang_over_vllm": round(cs / cv, 3),
         "engine_target_ratio": ENGINE_TARGET,
+        "decode_command": " ".join(DECODE[3:]).join(("kvcalc ", "")),
+        "decode_median_s": round(d, 4),
+        "decode_over_estimate": round(d / e, 3),
+        "transfer_command": " ".join(TRANSFER[3:]).join(("kvcalc ", "")),
+        "transfer_median_s": round(t, 4),
+        "transfer_over_estimate": round(t / e, 3),
+        "beyond_target_ratio": BEYOND_TARGET,
         "target_ratio": TARGET,
-        "passed": ratio <= TARGET and cs / cv <= ENGINE_TARGET,
+        "passed": ratio <= TARGET and cs / cv <= ENGINE_TARGET and d / e <= BEYOND_TARGET and t / e <= BEYOND_TARGET,
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "bytecode_cache": True,

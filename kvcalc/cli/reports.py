@@ -23,6 +23,12 @@ TABLES = {
     "capacity-v4-pro-8xh200-1m.txt": ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--gpus", "8", "--tp", "8",
                                       "--context", "1M", "--precision", "fp8"],
     "models.txt": ["models"],
+    "decode-v4-pro-fp8-1m-h200.txt": ["decode", "deepseek-v4-pro", "--precision", "fp8", "--gpu", "h200", "--batch",
+                                      "64"],
+    "decode-v32-fp8-1m.txt": ["decode", "deepseek-v3.2", "--precision", "fp8"],
+    "transfer-v4-pro-fp8-1m.txt": ["transfer", "deepseek-v4-pro", "--precision", "fp8", "--context", "1M"],
+    "transfer-v32-fp8-128k-sglang.txt": ["transfer", "deepseek-v3.2", "--precision", "fp8", "--context", "128k",
+                                         "--engine", "sglang", "--tp", "8"],
 }
 PLOTS = {
     "plots/memory-vs-context.svg": (["deepseek-v3.2", "deepseek-v4-pro", "deepseek-v4-flash", "gqa8-hd128-l61"],
