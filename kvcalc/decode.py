@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .config import as_model
 from .errors import KvcalcError
-from .specs import CompressedMLA, IndexerCache, MLALatent
+from .specs import CompressedMLA, FullAttention, IndexerCache, MLALatent, RecurrentState
 from .vec import Ints
 
 
@@ -73,6 +73,7 @@ class Decode:
     batch: int
     kinds: tuple[KindRead, ...]
     stored_bytes: int  # the estimate's bytes of one sequence (complete basis), for comparison
+    tp: int = 1  # tensor-parallel ranks: every figure is one rank's
 
     @property
     def read_bytes_per_token(self) -> int:
@@ -86,7 +87,7 @@ class Decode:
 
     def to_json(self) -> dict:
         return {"model": self.model, "precision": self.precision, "context_tokens": self.context_tokens,
-                "batch": self.batch, "read_bytes_per_token": self.read_bytes_per_token,
+                "batch": self.batch, "tp": self.tp, "read_bytes_per_token": self.read_bytes_per_token,
                 "read_bytes_per_step": self.read_bytes_per_token * self.batch,
                 "stored_bytes": self.stored_bytes, "state_write_bytes_per_token": self.state_write_bytes,
                 "layers": [k.to_json() for k in self.kinds], "basis": BASIS}
@@ -107,13 +108,15 @@ def _sparse_ratios(spec, kind: str) -> dict[int, int]:
     return out
 
 
-def _component(spec, name: str, prec, L: int, sparse: dict[int, int]) -> ComponentRead:
+def _component(spec, name: str, prec, L: int, sparse: dict[int, int], tp: int) -> ComponentRead:
     comp = spec.components[name]
     fmt = prec.formats.get(comp.storage)
-    if not comp.per_token:
-        state = comp.fixed_bytes(fmt)
+    if not comp.per_token:  # one rank's share: recurrent state splits its channels and heads, the rest is whole
+        state = comp.fixed_bytes_on_rank(fmt, tp) if isinstance(comp, RecurrentState) else comp.fixed_bytes(fmt)
         return ComponentRead(name, comp.kind, "state", 0, 0, state, state, 1)
     eb = comp.entry_bytes(fmt)
+    if isinstance(comp, FullAttention):  # KV heads split over the ranks, replicated when tp exceeds them
+        eb = eb // comp.kv_heads * max(1, comp.kv_heads // tp)
     held = int(comp.entries(Ints([L]))[0])
     ratio = getattr(comp, "ratio", 1) if isinstance(comp, (CompressedMLA, IndexerCache)) else 1
     rule_held = comp.rule()
@@ -149,6 +152,7 @@ class StepFloor:
     state_write_bytes: int  # batch x the fixed state written back
     append_bytes: int  # batch x one entry per per-token component: left out of the floor (see basis)
     weights_source: str
+    tp: int = 1  # every byte figure is one rank's; the ranks read in parallel
 
     @property
     def expert_read_bytes(self) -> int:
@@ -176,7 +180,7 @@ class StepFloor:
 
     def to_json(self) -> dict:
         return {"gpu": self.gpu, "gpu_name": self.gpu_name, "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
-                "bandwidth_source": self.bandwidth_source, "batch": self.batch,
+                "bandwidth_source": self.bandwidth_source, "batch": self.batch, "tp": self.tp,
                 "dense_weight_bytes": self.dense_weight_bytes, "expert_weight_bytes": self.expert_weight_bytes,
                 "routed_experts": self.experts, "experts_per_token": self.experts_per_token,
                 "expected_experts_per_layer": self.expected_experts, "expert_read_share": self.expert_read_share,
@@ -189,11 +193,13 @@ class StepFloor:
 
 ROUTING_ASSUMPTION = ("each token of each MoE layer goes to k of E routed experts uniformly and independently of the "
                       "other tokens: a step reads 1 - (1 - k/E)^B of the routed experts' bytes on average")
-FLOOR_BASIS = ("one GPU reads every byte of the step once at its peak memory bandwidth: the dense weights in full "
-               "(the input embedding table included, though a step reads only B of its rows), the expected routed "
-               "experts, every sequence's cache reads and its fixed state written back; the entries appended this "
-               "step, activations, compute, kernel launches, communication and the MTP layer are left out, so the "
-               "time is a floor and the tokens per second a ceiling")
+FLOOR_BASIS = ("each GPU reads its bytes of the step once at its peak memory bandwidth (with tp ranks: the weights "
+               "split evenly, KV heads and recurrent state split, latents, indexer keys and compressor state whole "
+               "on every rank, all ranks in parallel): the dense weights in full (the input embedding table "
+               "included, though a step reads only B of its rows), the expected routed experts, every sequence's "
+               "cache reads and its fixed state written back; the entries appended this step, activations, compute, "
+               "kernel launches, communication between ranks and the MTP layer are left out, so the time is a floor "
+               "and the tokens per second a ceiling")
 
 
 def step_floor(d: Decode, spec, gpu, *, weights_bytes: int | None = None) -> StepFloor:
@@ -209,7 +215,7 @@ def step_floor(d: Decode, spec, gpu, *, weights_bytes: int | None = None) -> Ste
     args.integer(weights_bytes, "weights", 0, 1 << 60, optional=True)
     if gpu.bandwidth_bytes_per_s is None:
         raise KvcalcError(f"gpu: the catalogue has no memory bandwidth for {gpu.key}", param="gpu")
-    B = d.batch
+    B, tp = d.batch, d.tp
     experts = per_token = None
     share = 0.0
     if weights_bytes is not None:
@@ -227,20 +233,26 @@ def step_floor(d: Decode, spec, gpu, *, weights_bytes: int | None = None) -> Ste
             experts, per_token = w.routing.experts, w.routing.per_token
             share = 1.0 - (1.0 - per_token / experts) ** B
     append = sum(c.write_bytes * k.layers for k in d.kinds for c in k.components if c.rule != "state")
-    return StepFloor(gpu.key, gpu.name, gpu.bandwidth_bytes_per_s, gpu.bandwidth_source, B, dense, expert,
-                     experts, per_token, share, d.read_bytes_per_token * B, d.state_write_bytes * B, append * B,
-                     source)
+    return StepFloor(gpu.key, gpu.name, gpu.bandwidth_bytes_per_s, gpu.bandwidth_source, B, -(-dense // tp),
+                     -(-expert // tp), experts, per_token, share, d.read_bytes_per_token * B,
+                     d.state_write_bytes * B, append * B, source, tp)
 
 
-def decode(model, context: int, *, precision: str | None = None, batch: int = 1) -> Decode:
-    """The cache bytes one decode step of ``model`` at ``context`` tokens reads, per layer kind and component."""
+def decode(model, context: int, *, precision: str | None = None, batch: int = 1, tp: int = 1) -> Decode:
+    """The cache bytes one decode step of ``model`` at ``context`` tokens reads, per layer kind and component;
+    with ``tp`` ranks, one rank's (KV heads and recurrent state split, latents, indexer keys and compressor state
+    whole on every rank)."""
     from . import args
+    from .engines.base import check_kv_heads_split
     from .estimate import MAX_BATCH, estimate
+    from .plan import MAX_RANKS
     from .units import MAX_TOKENS
 
     spec = as_model(model)
     args.integer(context, "context", 1, MAX_TOKENS)
     args.integer(batch, "batch", 1, MAX_BATCH)
+    args.integer(tp, "tp", 1, MAX_RANKS)
+    check_kv_heads_split(spec, tp)
     prec = spec.precision(precision)
     counts: dict[str, int] = {}
     for k in spec.layers:
@@ -248,9 +260,14 @@ def decode(model, context: int, *, precision: str | None = None, batch: int = 1)
     kinds = []
     for kind, n in counts.items():
         sparse = _sparse_ratios(spec, kind)
-        comps = tuple(_component(spec, c, prec, context, sparse) for c in spec.layer_kinds[kind])
+        comps = tuple(_component(spec, c, prec, context, sparse, tp) for c in spec.layer_kinds[kind])
         kinds.append(KindRead(kind, n, comps))
     if not kinds:
         raise KvcalcError(f"{spec.name}: no layers")
-    stored = int(estimate(spec, context, precision=prec.name, numpy=False).per_sequence[0])
-    return Decode(spec.name, prec.name, context, batch, tuple(kinds), stored)
+    if tp == 1:
+        stored = int(estimate(spec, context, precision=prec.name, numpy=False).per_sequence[0])
+    else:  # one rank's share, as the plan counts it
+        from .plan import _analytic_by_member
+
+        stored = sum(_analytic_by_member(spec, context, prec.name, False, tp).values())
+    return Decode(spec.name, prec.name, context, batch, tuple(kinds), stored, tp)

@@ -146,3 +146,17 @@ def test_routing_is_checked(tmp_path):
 
     with pytest.raises(KvcalcError, match="no weights.routing"):
         step_floor(decode(spec, 1024), spec, get_gpu("h200"))
+
+
+def test_tensor_parallel_figures_are_one_ranks():
+    f = _floor("llama-3.1-70b", 8192, "h100", tp=4)
+    # 80 layers x 8,192 tokens x 8 / 4 = 2 KV heads x 128 x K,V x 2 B; the bf16 weights (141,107,412,992 B) / 4
+    assert f.cache_read_bytes == 80 * 8192 * 2 * 128 * 2 * 2 == 671_088_640
+    assert f.weights_read_bytes == 141_107_412_992 // 4 and f.step_bytes == 35_947_941_888
+    # MLA latents and indexer keys are whole on every rank: tp 8 reads what tp 1 reads
+    assert decode("deepseek-v3.2", M, precision="fp8", tp=8).read_bytes_per_token == 8_525_086_720
+    # gated DeltaNet state splits its channels and heads: half of conv 49,152 + recurrent 2,097,152 B a layer
+    half = _kind(decode("qwen3.5-9b", 1024, tp=2), "linear")
+    assert half.read_bytes == (49_152 + 2_097_152) // 2
+    with pytest.raises(KvcalcError, match="cannot split"):
+        decode("llama-3.1-8b", 1024, tp=3)

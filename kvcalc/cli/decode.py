@@ -23,6 +23,8 @@ def decode_cmd(
     context: str = typer.Option("1M", "--context", "-c", help="Tokens the sequence holds when the step reads."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
     batch: int = typer.Option(1, "--batch", "-b", help="Sequences decoded in one step (the cache reads scale with it)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks: every figure is one rank's (KV heads, recurrent "
+                           "state and weights split; latents and indexer keys whole on every rank)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help=GPU_HELP),
     weights_gib: Optional[float] = typer.Option(None, "--weights-gib", help=WEIGHTS_HELP),
     as_json: bool = json_option(),
@@ -35,7 +37,7 @@ def decode_cmd(
     from ..units import parse_tokens
 
     spec = load_model(one_model(model, hf))
-    d = decode(spec, parse_tokens(context, "--context"), precision=precision, batch=batch)
+    d = decode(spec, parse_tokens(context, "--context"), precision=precision, batch=batch, tp=tp)
     floor = None
     if gpu is not None:
         from ..decode import step_floor

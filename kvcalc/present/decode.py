@@ -8,7 +8,7 @@ from .common import ctx_text, ratio, table
 
 def render_decode(con, d, floor=None) -> None:
     con.print(f"{d.model}, {d.precision}, one decode step at {ctx_text(d.context_tokens)}: the cache bytes read "
-              f"per sequence")
+              f"per sequence" + (f" on each of {d.tp} tensor-parallel ranks" if d.tp > 1 else ""))
     t = table()
     drops = {"entries": 1, "per layer": 2, "reads": 3}  # left out first on a narrow console, and named
     for name, just in (("kind", "left"), ("layers", "right"), ("component", "left"), ("reads", "left"),
@@ -37,13 +37,15 @@ def render_decode(con, d, floor=None) -> None:
 
 def _render_floor(con, f) -> None:
     B = f.batch
-    con.print(f"One step of {B} sequence{'s' if B > 1 else ''} on one {f.gpu_name} "
+    where = f"one {f.gpu_name}" if f.tp == 1 else f"each of {f.tp} {f.gpu_name} (tp {f.tp}, figures per GPU)"
+    con.print(f"One step of {B} sequence{'s' if B > 1 else ''} on {where} "
               f"({f.bandwidth_bytes_per_s / 1e12:.2f} TB/s peak memory bandwidth):")
     t = table()
     t.add_column("read or written", justify="left")
     t.add_column("bytes", justify="right")
     t.add_column("basis", justify="left", drop=1)
-    t.add_row("dense weights", format_bytes(f.dense_weight_bytes), "read in full")
+    t.add_row("dense weights", format_bytes(f.dense_weight_bytes),
+              "read in full" + (f" (1/{f.tp} of them on each rank)" if f.tp > 1 else ""))
     if f.experts is not None:
         t.add_row("routed experts", format_bytes(f.expert_read_bytes),
                   f"{f.expected_experts:.1f} of {f.experts} experts a layer expected at k = {f.experts_per_token} "
@@ -58,8 +60,10 @@ def _render_floor(con, f) -> None:
     if f.experts is not None:
         con.print("Routing assumed uniform and independent per token: a step reads 1 - (1 - k/E)^B of the routed "
                   "experts' bytes.")
-    con.print(f"Floor basis: every byte once at peak bandwidth on one GPU; entries appended this step "
-              f"({format_bytes(f.append_bytes)}), activations, compute, communication and the MTP layer left out. "
+    con.print(f"Floor basis: every byte once at peak bandwidth, "
+              + ("one GPU" if f.tp == 1 else f"the {f.tp} ranks in parallel, weights split evenly") +
+              f"; entries appended this step ({format_bytes(f.append_bytes)}), activations, compute, communication "
+              f"and the MTP layer left out. "
               f"Weights: {f.weights_source or 'as declared'}. Bandwidth: {f.bandwidth_source}.")
 
 

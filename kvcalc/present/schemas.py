@@ -393,6 +393,7 @@ def _decode() -> tuple[dict, dict]:
                 "components": arr(comp, 1)})
     share = {"type": "number", "minimum": 0, "maximum": 1}
     step = obj({"gpu": STR, "gpu_name": STR, "bandwidth_bytes_per_s": POS, "bandwidth_source": STR, "batch": POS,
+                "tp": POS,
                 "dense_weight_bytes": COUNT, "expert_weight_bytes": COUNT, "routed_experts": null(POS),
                 "experts_per_token": null(POS), "expected_experts_per_layer": null(NUM), "expert_read_share": share,
                 "expert_read_bytes": COUNT, "weights_read_bytes": COUNT, "cache_read_bytes": COUNT,
@@ -401,9 +402,10 @@ def _decode() -> tuple[dict, dict]:
                 "assumption": STR, "basis": STR},
                description="with --gpu: one step of `batch` sequences on one GPU; expert bytes are an expectation "
                            "under uniform routing")
-    return obj({"model": STR, "precision": STR, "context_tokens": POS, "batch": POS, "read_bytes_per_token": COUNT,
-                "read_bytes_per_step": COUNT, "stored_bytes": COUNT, "state_write_bytes_per_token": COUNT,
-                "layers": arr(kind, 1), "basis": STR, "step": step}, optional=("step",)), {}
+    return obj({"model": STR, "precision": STR, "context_tokens": POS, "batch": POS, "tp": POS,
+                "read_bytes_per_token": COUNT, "read_bytes_per_step": COUNT, "stored_bytes": COUNT,
+                "state_write_bytes_per_token": COUNT, "layers": arr(kind, 1), "basis": STR, "step": step},
+               optional=("step",)), {}
 
 
 def _transfer() -> tuple[dict, dict]:
