@@ -56,6 +56,24 @@ class TransferGroup:
         return dict(self.__dict__) | {"bytes": self.bytes}
 
 
+def by_kind(p, unit: str, full, window, state_rule: str) -> tuple[TransferGroup, ...]:
+    """The plan's groups as an engine's connector moves them: ``full(block)`` and ``window(block, W)`` give
+    (units, rule) for a full-attention and a sliding-window group of ``block``-token units of the group's whole
+    (padded) pages; a state group moves one slot at its real bytes."""
+    from .pool import GroupKind
+
+    out = []
+    for g in p.groups:
+        if g.kind is GroupKind.STATE:
+            out.append(TransferGroup(g.index, g.kind_name, g.label, len(g.layers), "state slot", 0, 1,
+                                     g.real_page_bytes, state_rule))
+            continue
+        units, rule = full(g.block_size) if g.kind is GroupKind.FULL else window(g.block_size, g.window)
+        out.append(TransferGroup(g.index, g.kind_name, g.label, len(g.layers), unit, g.block_size, units,
+                                 g.page_bytes, rule))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class TransferPlan:
     """What an engine's connector moves for one request (one rank)."""

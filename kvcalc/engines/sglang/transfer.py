@@ -19,7 +19,6 @@ DeepSeek V4's pools (compressor rings and request-scoped c128 state beside the p
 from __future__ import annotations
 
 from ...errors import KvcalcError
-from ...pool import GroupKind
 from ...specs import CompressedMLA
 
 #: one MetadataBuffers row of each tensor, bytes (16-wide int32 / fp32 rows, 128-wide top logprobs,
@@ -32,26 +31,17 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def sglang_transfer(p, spec, tokens: int):
-    from ...transfer import TransferGroup, TransferPlan
+    from ...transfer import TransferPlan, by_kind
 
     if any(isinstance(spec.components[c], CompressedMLA) for g in p.groups for _, c in g.members):
         raise KvcalcError(f"engine: SGLang's DeepSeek V4 transfer (compressor rings and request-scoped c128 state "
                           f"beside the pages) is not modelled; the vllm and exact engines count {spec.name}'s transfer",
                           param="engine")
-    out = []
-    for g in p.groups:
-        page = g.block_size
-        if g.kind is GroupKind.FULL:
-            units, rule = _cdiv(tokens, page), f"ceil({tokens:,} / {page})"
-            out.append(TransferGroup(g.index, g.kind_name, g.label, len(g.layers), "page", page, units,
-                                     g.page_bytes, rule))
-        elif g.kind is GroupKind.WINDOW:
-            start = max(0, tokens - g.window) // page * page
-            units = _cdiv(tokens - start, page)
-            out.append(TransferGroup(g.index, g.kind_name, g.label, len(g.layers), "page", page, units,
-                                     g.page_bytes, f"ceil(({tokens:,} - {start:,}) / {page})"))
-        else:
-            out.append(TransferGroup(g.index, g.kind_name, g.label, len(g.layers), "state slot", 0, 1,
-                                     g.real_page_bytes, "the request's state slot"))
+    def window(page: int, w: int):
+        start = max(0, tokens - w) // page * page
+        return _cdiv(tokens - start, page), f"ceil(({tokens:,} - {start:,}) / {page})"
+
+    out = by_kind(p, "page", lambda page: (_cdiv(tokens, page), f"ceil({tokens:,} / {page})"), window,
+                  "the request's state slot")
     notes = ("SGLang disaggregation: the prefiller sends each rank's pages and one metadata row per request",)
-    return TransferPlan(tuple(out), tokens, AUX_BYTES, notes)
+    return TransferPlan(out, tokens, AUX_BYTES, notes)

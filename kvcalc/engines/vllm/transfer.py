@@ -1,0 +1,42 @@
+"""What vLLM 0.33's NixlConnector moves from the prefiller to the decoder for one request (`kvcalc transfer`)."""
+
+from __future__ import annotations
+
+from ...pool import GroupKind
+from ...transfer import TransferPlan, by_kind
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def nixl_transfer(p, spec, tokens: int):
+    """vLLM 0.33's NixlConnector (the decoder reads from the prefiller), one rank, no decode-side prefix hit:
+
+    * tokens: all the prompt's; with a Mamba / linear-attention state group the prefiller stops one short and
+      the decoder computes the last itself (``nixl/base_scheduler.py::_prefill_backoff``);
+    * a full-attention group (MLA, V4's compressed entries and indexer included): the request's
+      ``cdiv(T, block)`` blocks, the part-filled last one whole (``kv_cache_manager.py::
+      get_block_ids_for_computed_tokens``);
+    * a sliding-window group: the blocks the decoder allocates, those before the window being null:
+      ``cdiv(T, block) - (max(0, T - W + 1) // block)`` (``SlidingWindowManager.get_num_skipped_tokens``,
+      ``add_local_computed_blocks``, ``allocate_external_computed_blocks``);
+    * one descriptor per (layer, block) of the layer's whole page, K and V together, alignment padding included
+      (``nixl/base_worker.py``); a state group: the running state's block, at the state's real bytes (conv + SSM
+      state, ``ssm_conv_transfer_utils.py``), not the padded page;
+    * no metadata beside the cache: the decoder recomputes the last prompt token to sample the first."""
+
+    has_state = any(g.kind is GroupKind.STATE for g in p.groups)
+    moved = tokens - 1 if has_state and tokens > 1 else tokens
+
+    def window(bs: int, w: int):
+        skipped = max(0, moved - w + 1) // bs
+        return _cdiv(moved, bs) - skipped, f"cdiv({moved:,}, {bs}) - {skipped:,} before the window"
+
+    out = by_kind(p, "block", lambda bs: (_cdiv(moved, bs), f"cdiv({moved:,}, {bs})"), window,
+                  "the running state, its real bytes")
+    notes = ["NixlConnector: the decoder reads each rank's blocks from the prefiller"]
+    if moved != tokens:
+        notes.append(f"with state layers the prefiller computes {moved:,} of the {tokens:,} prompt tokens; the "
+                     "decoder computes the last itself")
+    return TransferPlan(out, moved, 0, tuple(notes))
