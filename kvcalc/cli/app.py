@@ -16,7 +16,7 @@ from ..engines import engine_names, engine_options, engine_summary, engines, get
 from ..errors import KvcalcError
 from ..textout import write as write_out  # a closed pipe stops quietly (textout.PipeClosed)
 
-app = typer.Typer(
+_APP_SETTINGS = dict(
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
@@ -25,6 +25,7 @@ app = typer.Typer(
     help="kvcalc: exact KV-cache memory for LLMs. Token counts take binary suffixes (1M = 1,048,576 tokens, "
     "128k = 131,072); bytes are printed in binary units (1 GiB = 2^30 B).",
 )
+app = typer.Typer(**_APP_SETTINGS)
 
 
 class _Command(typer.core.TyperCommand):
@@ -201,10 +202,28 @@ def _click_kind(exc: BaseException) -> str | None:
     return None
 
 
+def _one_command_app(argv: list[str] | None):
+    """The app with only the command ``argv`` names (typer builds every registered command's parameters on each
+    call, about 3 ms a command; one command line runs one). None when argv does not start with a command name:
+    help, --version, completion and unknown names get the whole app, and its suggestions."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or not isinstance(args[0], str):
+        return None
+    chosen = [c for c in app.registered_commands
+              if (c.name or c.callback.__name__.replace("_", "-")) == args[0]]
+    if len(chosen) != 1:
+        return None
+    slim = typer.Typer(**_APP_SETTINGS)
+    slim.registered_callback = app.registered_callback
+    slim.registered_commands = chosen
+    return slim
+
+
 def run(argv: list[str] | None, application=None) -> int:
     """Run one command line; returns the exit code (errors printed as one line)."""
     try:
-        rc = (application or app)(args=argv, prog_name="kvcalc", standalone_mode=False)
+        target = (_one_command_app(argv) if application in (None, app) else None) or application or app
+        rc = target(args=argv, prog_name="kvcalc", standalone_mode=False)
     except KvcalcError as exc:
         print(f"kvcalc: error: {exc.renamed(_flags())}", file=sys.stderr)
         rc = exc.exit_code
