@@ -13,6 +13,16 @@ import pytest  # noqa: E402
 
 from kvcalc.cli import main  # noqa: E402
 
+import early  # noqa: E402  (tests/early.py: slow subprocess tests started in the background)
+
+
+def pytest_collection_finish(session):
+    early.start([item.originalname for item in session.items if hasattr(item, "originalname")])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    early.stop_all()
+
 
 class CliResult:
     def __init__(self, code, out, err):

@@ -25,8 +25,10 @@ def test_allocation_matches_the_plan_by_hand():
     blocks = 4 + 2 * 7 + 67 + 49 + 1
     assert out["planned_blocks"] == blocks == 135
     assert out["planned_bytes"] == out["allocated_bytes"] == 135 * (21 * 37440 + 20 * 1728 + 21 * 8640)
+    # every byte still holds the sentinel the allocation wrote, so every page was touched (the resident growth is
+    # only informative in a process that earlier tests have used: tests/test_readme.py checks it in a fresh one)
     assert out["written_bytes"] == 0 and out["verdict"] == "pass"
-    assert out["measured"]["resident_growth_bytes"] >= 0.9 * out["planned_bytes"]  # pages really touched
+    assert out["measured"]["storage_bytes"] == out["planned_bytes"]
     assert out["predicted_bytes"] < out["planned_bytes"]
 
 

@@ -5,9 +5,6 @@ bytes), written out in each test."""
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -144,31 +141,18 @@ def test_an_interrupted_fill_frees_and_reports_incomplete(monkeypatch, cli, tmp_
     assert out["verdict"] == "incomplete" and out["complete"] is False
 
 
-# `python -m kvcalc` with the interpreter's int32 overflow checks off (tests/kernels/conftest.py's
-# no_overflow_checks: about a third of the interpreter's time; the kernel tests keep them on at small sizes, and
-# this pool's offsets are tiny). Relies on a private triton object; without it the checks simply stay on.
-_KVCALC_UNCHECKED = """
-import dataclasses
-try:
-    from triton.runtime import interpreter as _interp
-    _b = _interp.interpreter_builder
-    _b.options = dataclasses.replace(_b.options, sanitize_overflow=False)
-except (ImportError, AttributeError, TypeError):
-    pass
-from kvcalc.cli import main
-main()
-"""
-
-
+# The CLI with the interpreter's int32 overflow checks off (tests/early.py KVCALC_UNCHECKED, started in the
+# background when the session collects this test; tests/kernels/conftest.py's no_overflow_checks: about a third
+# of the interpreter's time; the kernel tests keep them on at small sizes, and this pool's offsets are tiny).
+# Relies on a private triton object; without it the checks simply stay on.
 def test_triton_writer_under_the_interpreter():
     """The kernels themselves write the pool (CPU, TRITON_INTERPRET=1): V4-Flash fp8 at 128 tokens, the first
     and last layer of every page tensor, read back against the torch reference. (The interpreter runs one
     program per row written, twice: 256 tokens with the overflow checks took 80 s on 2 cores, this ~26 s. Below
     128 tokens the c128 compressor's ring needs more state pages than a request reserves: refused, below.)"""
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    r = subprocess.run([sys.executable, "-c", _KVCALC_UNCHECKED, "verify", "deepseek-v4-flash", "-c", "128", "-p",
-                        "fp8", "--max-num-batched-tokens", "256", "--no-async-scheduling", "--writer", "triton",
-                        "--json"], capture_output=True, text=True, env=env, timeout=600)
+    import early  # the command: verify deepseek-v4-flash -c 128 -p fp8 --writer triton, TRITON_INTERPRET=1
+
+    r = early.result("test_triton_writer_under_the_interpreter")
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
     assert out["writer"] == "triton" and out["verdict"] == "pass"
@@ -200,9 +184,9 @@ def test_the_triton_writer_refuses_a_ring_the_request_cannot_hold():
 
 
 def test_two_ranks_with_gloo():
-    r = subprocess.run([sys.executable, "-m", "kvcalc", "verify", "deepseek-v4-flash", "-c", "1k", "-p", "fp8",
-                        "--max-num-batched-tokens", "256", "--no-async-scheduling", "--tp", "2", "--json"],
-                       capture_output=True, text=True, timeout=600)
+    import early  # the command: verify deepseek-v4-flash -c 1k -p fp8 --tp 2 (256 tokens in flight)
+
+    r = early.result("test_two_ranks_with_gloo")
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
     assert out["tp"] == 2 and [x["rank"] for x in out["ranks"]] == [0, 1]
