@@ -233,6 +233,9 @@ def step_floor(d: Decode, spec, gpu, *, weights_bytes: int | None = None) -> Ste
             experts, per_token = w.routing.experts, w.routing.per_token
             share = 1.0 - (1.0 - per_token / experts) ** B
     append = sum(c.write_bytes * k.layers for k in d.kinds for c in k.components if c.rule != "state")
+    if dense + expert + d.read_bytes_per_token == 0:
+        raise KvcalcError("weights: a step that reads no byte has no bandwidth floor (give the weights)",
+                          param="weights")
     return StepFloor(gpu.key, gpu.name, gpu.bandwidth_bytes_per_s, gpu.bandwidth_source, B, -(-dense // tp),
                      -(-expert // tp), experts, per_token, share, d.read_bytes_per_token * B,
                      d.state_write_bytes * B, append * B, source, tp)

@@ -18,8 +18,8 @@ from .errors import KvcalcError
 from .paths import DATA
 from .yamlio import load_yaml
 
-#: --bandwidth in decimal GB/s: more than this is a typo (1 PB/s)
-MAX_GBPS = 1_000_000
+#: --bandwidth in decimal GB/s: more than this is a typo (1 PB/s), less is no link (1 kB/s)
+MAX_GBPS, MIN_GBPS = 1_000_000, 1e-6
 
 
 @dataclass(frozen=True)
@@ -160,9 +160,9 @@ def get_link(name: str) -> Link:
 
 def bandwidth_link(gbps) -> Link:
     """A link of ``gbps`` decimal GB/s per direction (``--bandwidth``)."""
-    if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not (0 < gbps <= MAX_GBPS):
-        raise KvcalcError(f"bandwidth: must be a number of GB/s above 0 and at most {MAX_GBPS:,}, got {gbps!r}",
-                          param="bandwidth")
+    if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not (MIN_GBPS <= gbps <= MAX_GBPS):
+        raise KvcalcError(f"bandwidth: must be a number of GB/s from {MIN_GBPS:g} (1 kB/s) to {MAX_GBPS:,}, got "
+                          f"{gbps!r}"[:200], param="bandwidth")
     return Link("given", f"{gbps:g} GB/s", round(gbps * 1e9), f"{gbps:g} GB/s", "given by the caller")
 
 

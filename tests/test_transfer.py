@@ -90,7 +90,8 @@ def test_links_and_bandwidths():
     # PCIe 5.0 x16: 32 GT/s x 16 lanes x 128/130 / 8 bits
     assert transfer("llama-3.1-8b", 8192, link="pcie5-x16").link.bytes_per_s == 32_000_000_000 * 16 * 128 // 130 // 8
     assert transfer("llama-3.1-8b", 8192, bandwidth=100).transfer_seconds == pytest.approx(8192 * LLAMA_TOKEN / 1e11)
-    for kw in (dict(link="ib-ndx"), dict(bandwidth=0), dict(bandwidth=True), dict(link="ib-ndr", bandwidth=50)):
+    for kw in (dict(link="ib-ndx"), dict(bandwidth=0), dict(bandwidth=True), dict(link="ib-ndr", bandwidth=50),
+               dict(bandwidth=1e-300), dict(bandwidth=float("nan")), dict(bandwidth=float("inf"))):
         with pytest.raises(KvcalcError):
             transfer("llama-3.1-8b", 8192, **kw)
 
