@@ -116,7 +116,7 @@ def _component(spec, name: str, prec, L: int, sparse: dict[int, int], tp: int) -
         return ComponentRead(name, comp.kind, "state", 0, 0, state, state, 1)
     eb = comp.entry_bytes(fmt)
     if isinstance(comp, FullAttention):  # KV heads split over the ranks, replicated when tp exceeds them
-        eb = eb // comp.kv_heads * max(1, comp.kv_heads // tp)
+        eb = eb // comp.kv_heads * comp.kv_heads_on_rank(tp)
     held = int(comp.entries(Ints([L]))[0])
     ratio = getattr(comp, "ratio", 1) if isinstance(comp, (CompressedMLA, IndexerCache)) else 1
     rule_held = comp.rule()
@@ -269,8 +269,8 @@ def decode(model, context: int, *, precision: str | None = None, batch: int = 1,
         raise KvcalcError(f"{spec.name}: no layers")
     if tp == 1:
         stored = int(estimate(spec, context, precision=prec.name, numpy=False).per_sequence[0])
-    else:  # one rank's share, as the plan counts it
-        from .plan import _analytic_by_member
+    else:  # one rank's share, as the plans count it
+        from .plan import bytes_on_rank
 
-        stored = sum(_analytic_by_member(spec, context, prec.name, False, tp).values())
+        stored = bytes_on_rank(spec, context, prec.name, tp)
     return Decode(spec.name, prec.name, context, batch, tuple(kinds), stored, tp)

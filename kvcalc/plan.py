@@ -33,11 +33,16 @@ def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: boo
             b = int(c.bytes[0])
             spec = model.components[c.name]
             if isinstance(spec, FullAttention) and tp > 1:  # heads per rank, replicated when tp > heads
-                b = b // spec.kv_heads * max(1, spec.kv_heads // tp)
+                b = b // spec.kv_heads * spec.kv_heads_on_rank(tp)
             elif isinstance(spec, RecurrentState) and tp > 1:  # channels and heads split evenly
                 b = spec.fixed_bytes_on_rank(model.precisions[precision].formats.get(spec.storage), tp)
             out[(layer.index, c.name)] = b
     return out
+
+
+def bytes_on_rank(model: ModelSpec, context: int, precision: str, tp: int, mtp: bool = False) -> int:
+    """Exact bytes of one request's caches on one of ``tp`` ranks (as the plans count them)."""
+    return sum(_analytic_by_member(model, context, precision, mtp, tp).values())
 
 
 def check_tp(model: ModelSpec, tp: int, engine: str = "vllm") -> None:

@@ -106,6 +106,11 @@ class FullAttention(CacheSpec):
     def value_dim(self) -> int:
         return self.head_dim if self.v_head_dim is None else self.v_head_dim
 
+    def kv_heads_on_rank(self, tp: int) -> int:
+        """KV heads one of ``tp`` tensor-parallel ranks holds: an even share, or one replicated head when tp
+        exceeds the heads (vLLM QKVParallelLinear; ``check_kv_heads_split`` refuses what splits unevenly)."""
+        return max(1, self.kv_heads // tp)
+
     def entry_bytes(self, fmt: StorageFormat) -> int:
         where = f"component {self.name}"
         return self.kv_heads * (fmt.entry_bytes(self.head_dim, 0, where) + fmt.entry_bytes(self.value_dim, 0, where))

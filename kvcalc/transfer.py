@@ -56,6 +56,11 @@ class TransferGroup:
         return dict(self.__dict__) | {"bytes": self.bytes}
 
 
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for whole numbers: blocks or pages that ``a`` tokens take."""
+    return -(-a // b)
+
+
 def by_kind(p, unit: str, full, window, state_rule: str) -> tuple[TransferGroup, ...]:
     """The plan's groups as an engine's connector moves them: ``full(block)`` and ``window(block, W)`` give
     (units, rule) for a full-attention and a sliding-window group of ``block``-token units of the group's whole

@@ -26,12 +26,8 @@ from ...specs import CompressedMLA
 AUX_BYTES = 4 * (16 * 4) + 2 * (128 * 4) + 16 * 4 + 16 * 8 + 16 * 4 + 8 * 8
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def sglang_transfer(p, spec, tokens: int):
-    from ...transfer import TransferPlan, by_kind
+    from ...transfer import TransferPlan, by_kind, cdiv
 
     if any(isinstance(spec.components[c], CompressedMLA) for g in p.groups for _, c in g.members):
         raise KvcalcError(f"engine: SGLang's DeepSeek V4 transfer (compressor rings and request-scoped c128 state "
@@ -39,9 +35,9 @@ def sglang_transfer(p, spec, tokens: int):
                           param="engine")
     def window(page: int, w: int):
         start = max(0, tokens - w) // page * page
-        return _cdiv(tokens - start, page), f"ceil(({tokens:,} - {start:,}) / {page})"
+        return cdiv(tokens - start, page), f"ceil(({tokens:,} - {start:,}) / {page})"
 
-    out = by_kind(p, "page", lambda page: (_cdiv(tokens, page), f"ceil({tokens:,} / {page})"), window,
+    out = by_kind(p, "page", lambda page: (cdiv(tokens, page), f"ceil({tokens:,} / {page})"), window,
                   "the request's state slot")
     notes = ("SGLang disaggregation: the prefiller sends each rank's pages and one metadata row per request",)
     return TransferPlan(out, tokens, AUX_BYTES, notes)

@@ -42,7 +42,7 @@ def align_hybrid(attn: list[CacheSpec], states: list[RecurrentState], precision,
     if main is None or state_page == 0:
         return block, None
     if isinstance(main, FullAttention) and tp > 1:
-        main = replace(main, kv_heads=max(1, main.kv_heads // tp))
+        main = replace(main, kv_heads=main.kv_heads_on_rank(tp))
     one_token = main.entry_bytes(precision.formats.get(main.storage))
     mla = isinstance(main, MLALatent)
     kernel = max(FLASHMLA_BLOCK if mla else FLASH_ATTENTION_BLOCK, block)

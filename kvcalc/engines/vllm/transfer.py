@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from ...pool import GroupKind
-from ...transfer import TransferPlan, by_kind
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+from ...transfer import TransferPlan, by_kind, cdiv
 
 
 def nixl_transfer(p, spec, tokens: int):
@@ -31,9 +27,9 @@ def nixl_transfer(p, spec, tokens: int):
 
     def window(bs: int, w: int):
         skipped = max(0, moved - w + 1) // bs
-        return _cdiv(moved, bs) - skipped, f"cdiv({moved:,}, {bs}) - {skipped:,} before the window"
+        return cdiv(moved, bs) - skipped, f"cdiv({moved:,}, {bs}) - {skipped:,} before the window"
 
-    out = by_kind(p, "block", lambda bs: (_cdiv(moved, bs), f"cdiv({moved:,}, {bs})"), window,
+    out = by_kind(p, "block", lambda bs: (cdiv(moved, bs), f"cdiv({moved:,}, {bs})"), window,
                   "the running state, its real bytes")
     notes = ["NixlConnector: the decoder reads each rank's blocks from the prefiller"]
     if moved != tokens:
