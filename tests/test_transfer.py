@@ -96,9 +96,24 @@ def test_links_and_bandwidths():
             transfer("llama-3.1-8b", 8192, **kw)
 
 
+def test_v4_on_sglang_by_hand():
+    t = transfer("deepseek-v4-flash", 8300, engine="sglang", precision="fp8")
+    entries, swa, c128 = t.plan.groups
+    # compressed pages by the request's ceil(8,300 / 256) = 33 full pages: 21 c4 layers' pages of 64 x 584 B
+    # (37,376 -> 37,440, rounded up to 576 B) and of 64 indexer keys x 132 B, 20 c128 layers' pages of 2 x 584 B
+    # (1,168 -> 1,728)
+    assert (entries.units, entries.unit_bytes) == (33, 21 * (37_440 + 64 * 132) + 20 * 1_728)
+    # SWA pages from floor((8,300 - 128) / 256) x 256 = 7,936: 2 pages, each every layer's 256 x 584 B page
+    # (149,760) and each c4 layer's two 8-row fp32 rings (4 x 512 and 4 x 128 values a row)
+    assert (swa.units, swa.unit_bytes) == (2, 43 * 149_760 + 21 * 8 * (4 * 512 + 4 * 128) * 4)
+    # 8,300 % 128 = 108 tokens pend: each c128 layer's 128-row ring of 2 x 512 fp32 values
+    assert (c128.units, c128.unit_bytes) == (1, 20 * 128 * 2 * 512 * 4)
+    assert t.transfer_bytes == 33 * entries.unit_bytes + 2 * swa.unit_bytes + c128.unit_bytes + 1600
+    # at a 128-token boundary nothing pends
+    assert transfer("deepseek-v4-flash", 8192, engine="sglang", precision="fp8").plan.groups[2].units == 0
+
+
 def test_refusals_and_cli(cli):
-    with pytest.raises(KvcalcError, match="not modelled"):
-        transfer("deepseek-v4-flash", 8192, engine="sglang")
     r = cli("transfer", "llama-3.1-8b", "-c", "8001", "--link", "ib-ndr", "--json")
     assert r.code == 0
     j = r.json()
@@ -106,8 +121,10 @@ def test_refusals_and_cli(cli):
         501 * 16 * LLAMA_TOKEN / 50e9)
     r = cli("transfer", "llama-3.1-8b", "--link", "nvlink9")
     assert r.code == 2 and r.err.startswith("kvcalc: error: --link") and r.err.count("\n") == 1
-    r = cli("transfer", "deepseek-v4-pro", "--engine", "sglang")
-    assert r.code == 2 and "not modelled" in r.err and r.err.count("\n") == 1
+    r = cli("transfer", "deepseek-v4-pro", "--engine", "sglang", "-c", "1M", "--json")
+    assert r.code == 0 and [g["units"] for g in r.json()["groups"]] == [4096, 1, 0]
+    r = cli("transfer", "llama-3.1-8b", "--tp", "3")
+    assert r.code == 2 and "--tp" in r.err and r.err.count("\n") == 1
     r = cli("transfer", "gpt-oss-120b", "--engine", "sglang", "--page-size", "16", "-c", "8k")
     assert r.code == 0 and "512 pages" in r.out and "metadata" in r.out
     r = cli("transfer", "llama-3.1-8b", "--page-size", "16")

@@ -29,6 +29,8 @@ TABLES = {
     "transfer-v4-pro-fp8-1m.txt": ["transfer", "deepseek-v4-pro", "--precision", "fp8", "--context", "1M"],
     "transfer-v32-fp8-128k-sglang.txt": ["transfer", "deepseek-v3.2", "--precision", "fp8", "--context", "128k",
                                          "--engine", "sglang", "--tp", "8"],
+    "transfer-v4-pro-fp8-1m-sglang.txt": ["transfer", "deepseek-v4-pro", "--precision", "fp8", "--context", "1M",
+                                          "--engine", "sglang", "--tp", "8"],
 }
 PLOTS = {
     "plots/memory-vs-context.svg": (["deepseek-v3.2", "deepseek-v4-pro", "deepseek-v4-flash", "gqa8-hd128-l61"],

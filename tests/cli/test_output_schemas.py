@@ -133,6 +133,7 @@ CASES = {
         ["transfer", "qwen3.5-9b", "--link", "ib-ndr", "--json"],
         ["transfer", "gpt-oss-120b", "--engine", "sglang", "--bandwidth", "40", "--json"],
         ["transfer", "deepseek-v4-flash", "--engine", "exact", "--json"],
+        ["transfer", "deepseek-v4-flash", "--engine", "sglang", "-p", "fp8", "-c", "8192", "--json"],
     ],
 }
 #: exit codes that still print the JSON: a verdict (a claim missed, a log that differs, a stale report)

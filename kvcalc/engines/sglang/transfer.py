@@ -13,13 +13,22 @@
   decoding, ``scheduler.py``) and the bootstrap room (8 x 8 B): 1,600 B. The decoder does not recompute the
   last prompt token: the first output token comes in that row.
 
-DeepSeek V4's pools (compressor rings and request-scoped c128 state beside the pages) are not modelled here.
+DeepSeek V4 (``DeepSeekV4TokenToKVPool`` on CUDA: not the unified HIP pool, ``SGLANG_OPT_USE_ONLINE_COMPRESS`` off,
+no speculative decoding), three components:
+
+* the compressed pages (``get_contiguous_buf_infos``), by the request's ``ceil(T / 256)`` full pages: every
+  c4 and c128 layer's page of 256 / r entries (``page_bytes(r)``, rounded up to 576 B), and every c4 layer's
+  indexer page of 64 keys (64 x 132 B);
+* the SWA state (``get_state_buf_infos``), by the window's SWA pages from ``floor(max(0, T - W) / 256) * 256``:
+  every layer's SWA page (``page_bytes(256)``) and every c4 layer's two page-scoped compressor states, a ring of
+  8 fp32 rows each (``row x ring_size``: 4 x 512 and 4 x 128 values a row);
+* the request-scoped c128 state (``get_request_state_buf_infos``, ``request_scoped_state_transfer_indices``):
+  every c128 layer's 128-row ring (2 x 512 fp32 values a row), one item when ``T % 128`` leaves a partial block
+  pending, none at a block boundary.
 """
 
 from __future__ import annotations
 
-from ...errors import KvcalcError
-from ...specs import CompressedMLA
 
 #: one MetadataBuffers row of each tensor, bytes (16-wide int32 / fp32 rows, 128-wide top logprobs,
 #: 16 x int64 top-k index, 16 x fp32 hidden state, 8 x uint64 bootstrap room)
@@ -29,15 +38,40 @@ AUX_BYTES = 4 * (16 * 4) + 2 * (128 * 4) + 16 * 4 + 16 * 8 + 16 * 4 + 8 * 8
 def sglang_transfer(p, spec, tokens: int):
     from ...transfer import TransferPlan, by_kind, cdiv
 
-    if any(isinstance(spec.components[c], CompressedMLA) for g in p.groups for _, c in g.members):
-        raise KvcalcError(f"engine: SGLang's DeepSeek V4 transfer (compressor rings and request-scoped c128 state "
-                          f"beside the pages) is not modelled; the vllm and exact engines count {spec.name}'s transfer",
-                          param="engine")
+    from .dsv4 import V4Layout
+
+    if isinstance(p.detail, V4Layout):
+        return TransferPlan(_v4_groups(p.detail, tokens), tokens, AUX_BYTES, NOTES)
     def window(page: int, w: int):
         start = max(0, tokens - w) // page * page
         return cdiv(tokens - start, page), f"ceil(({tokens:,} - {start:,}) / {page})"
 
     out = by_kind(p, "page", lambda page: (cdiv(tokens, page), f"ceil({tokens:,} / {page})"), window,
                   "the request's state slot")
-    notes = ("SGLang disaggregation: the prefiller sends each rank's pages and one metadata row per request",)
-    return TransferPlan(out, tokens, AUX_BYTES, notes)
+    return TransferPlan(out, tokens, AUX_BYTES, NOTES)
+
+
+NOTES = ("SGLang disaggregation: the prefiller sends each rank's pages and one metadata row per request",)
+
+
+def _v4_groups(lay, tokens: int):
+    """The three components of a DeepSeek V4 request (see the module docstring), one rank."""
+    from ...transfer import TransferGroup, cdiv
+    from .dsv4 import RING, STATE_BYTES
+
+    page, n4, n128, layers = lay.page, lay.n(4), lay.n(128), len(lay.ratios)
+    entries = n4 * (lay.page_bytes(4) + (page // 4) * lay.indexer_row) + n128 * lay.page_bytes(128)
+    start = max(0, tokens - lay.window) // page * page
+    c4_rings = n4 * RING[4] * (2 * 2 * lay.head_dim + 2 * 2 * lay.indexer_dim) * STATE_BYTES
+    swa = layers * lay.page_bytes() + c4_rings
+    pending = 1 if n128 and tokens % 128 else 0
+    c128 = n128 * RING[128] * 2 * lay.head_dim * STATE_BYTES
+    out = [TransferGroup(0, "full", "c4_entries + c4_indexer + c128_entries", n4 + n128, "page", page,
+                         cdiv(tokens, page), entries, f"ceil({tokens:,} / {page})"),
+           TransferGroup(1, f"window {lay.window}", "window + c4 compressor states", layers, "page", page,
+                         cdiv(tokens - start, page), swa, f"ceil(({tokens:,} - {start:,}) / {page})")]
+    if n128:
+        out.append(TransferGroup(2, "state", "c128 compressor state", n128, "state slot", 0, pending, c128,
+                                 "the pending partial block's ring" if pending else "none pending at a 128-token "
+                                 "boundary"))
+    return tuple(out)
