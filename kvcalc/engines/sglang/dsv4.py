@@ -30,6 +30,12 @@ RING = {4: 8, 128: 128}  # deepseek_v4_memory_pool.py get_compress_state_ring_si
 STATE_BYTES = 4  # SGLANG_DSV4_COMPRESS_STATE_DTYPE float32
 
 
+def state_width(ratio: int, dim: int) -> int:
+    """fp32 values in one compressor-state row (CompressStatePool): kv and score, each ``1 + overlap`` x the
+    head dim; c4 overlaps (2 x 2 x dim), c128 does not (2 x dim)."""
+    return 2 * (2 if ratio == 4 else 1) * dim
+
+
 @dataclass(frozen=True)
 class V4Layout:
     """One rank's DeepSeek V4 pools before any budget."""
@@ -73,7 +79,7 @@ class V4Layout:
     def bytes_per_swa_token(self) -> float:
         """_get_bytes_per_swa_token: a window slot in every layer, plus the c4 compressor state priced per slot
         (ring / page rows of 2 x 2 x (a + indexer dim) fp32 values per c4 layer)."""
-        c4_state = 2 * 2 * self.head_dim * STATE_BYTES + 2 * 2 * self.indexer_dim * STATE_BYTES
+        c4_state = (state_width(4, self.head_dim) + state_width(4, self.indexer_dim)) * STATE_BYTES
         ring4 = RING[4] if self.n(4) else 0
         return self.paged() * len(self.ratios) + ring4 / self.page * c4_state * self.n(4)
 
@@ -91,7 +97,7 @@ class V4Layout:
             return 0
         rows = (mrr + 1) * RING[128] + RING[128] + 1
         rows = -(-rows // 128) * 128
-        return rows * 2 * self.head_dim * STATE_BYTES * self.n(128)
+        return rows * state_width(128, self.head_dim) * STATE_BYTES * self.n(128)
 
 
 def v4_layout(model, precision: str, settings: Settings, stage_layers, attn_dp: int) -> V4Layout:
@@ -233,7 +239,7 @@ def v4_pools(lay: V4Layout, z: "V4Sizing") -> list[V4Pool]:
         if lay.n(r):
             ring = RING[r]
             rows = -(-(size + ring + 1) // r) * r
-            width = 2 * (2 if r == 4 else 1) * dim
+            width = state_width(r, dim)
             out.append(V4Pool(name, "state", r, "torch.float32", (rows, width), ids(r), size, ring, width * STATE_BYTES,
                               width))
     return out

@@ -37,11 +37,11 @@ AUX_BYTES = 4 * (16 * 4) + 2 * (128 * 4) + 16 * 4 + 16 * 8 + 16 * 4 + 8 * 8
 
 def sglang_transfer(p, spec, tokens: int):
     from ...transfer import TransferPlan, by_kind, cdiv
-
     from .dsv4 import V4Layout
 
     if isinstance(p.detail, V4Layout):
         return TransferPlan(_v4_groups(p.detail, tokens), tokens, AUX_BYTES, NOTES)
+
     def window(page: int, w: int):
         start = max(0, tokens - w) // page * page
         return cdiv(tokens - start, page), f"ceil(({tokens:,} - {start:,}) / {page})"
@@ -57,15 +57,15 @@ NOTES = ("SGLang disaggregation: the prefiller sends each rank's pages and one m
 def _v4_groups(lay, tokens: int):
     """The three components of a DeepSeek V4 request (see the module docstring), one rank."""
     from ...transfer import TransferGroup, cdiv
-    from .dsv4 import RING, STATE_BYTES
+    from .dsv4 import RING, STATE_BYTES, state_width
 
     page, n4, n128, layers = lay.page, lay.n(4), lay.n(128), len(lay.ratios)
     entries = n4 * (lay.page_bytes(4) + (page // 4) * lay.indexer_row) + n128 * lay.page_bytes(128)
     start = max(0, tokens - lay.window) // page * page
-    c4_rings = n4 * RING[4] * (2 * 2 * lay.head_dim + 2 * 2 * lay.indexer_dim) * STATE_BYTES
+    c4_rings = n4 * RING[4] * (state_width(4, lay.head_dim) + state_width(4, lay.indexer_dim)) * STATE_BYTES
     swa = layers * lay.page_bytes() + c4_rings
     pending = 1 if n128 and tokens % 128 else 0
-    c128 = n128 * RING[128] * 2 * lay.head_dim * STATE_BYTES
+    c128 = n128 * RING[128] * state_width(128, lay.head_dim) * STATE_BYTES
     out = [TransferGroup(0, "full", "c4_entries + c4_indexer + c128_entries", n4 + n128, "page", page,
                          cdiv(tokens, page), entries, f"ceil({tokens:,} / {page})"),
            TransferGroup(1, f"window {lay.window}", "window + c4 compressor states", layers, "page", page,
