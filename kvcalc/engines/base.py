@@ -205,7 +205,8 @@ class Engine(ABC):
     context_override: ClassVar[str | None] = None
 
     def context_refusal(self, spec, context: int, derived: int) -> str:
-        """The engine's own words when it refuses ``context`` (only with a ``context_override``)."""
+        """The engine's own words when it refuses ``context`` (only with a ``context_override``); check_context
+        adds that the engine refuses to start and the longest context it takes."""
         raise NotImplementedError
 
     def check_context(self, spec, context: int, settings) -> None:
@@ -215,7 +216,8 @@ class Engine(ABC):
             return
         derived = self.context_limit(spec)
         if derived is not None and context > derived and not getattr(settings, self.context_override):
-            raise KvcalcError(self.context_refusal(spec, context, derived), param="context")
+            raise KvcalcError(f"{self.context_refusal(spec, context, derived)} ({self.title} refuses to start; "
+                              f"{spec.name}'s {{{{context}}}} may be at most {derived:,}.)", param="context")
 
     def accepting_context(self, settings):
         """The settings with the engine's override for a context past its derived maximum (a log that shows

@@ -63,8 +63,7 @@ class SglangEngine(Engine):
         return (f"engine sglang: User-specified context_length ({context}) is greater than the derived "
                 f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. To allow "
                 f"overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 "
-                f"({{{{allow_overwrite_longer_context_len}}}} here). (SGLang {VERSION} refuses to start; {spec.name}'s "
-                f"{{{{context}}}} may be at most {derived:,}.)")
+                f"({{{{allow_overwrite_longer_context_len}}}} here).")
 
     def summary_line(self, cap) -> str:
         j = cap.fit.json

@@ -82,8 +82,7 @@ class VllmEngine(Engine):
         return (f"engine vllm: User-specified max_model_len ({context}) is greater than the derived max_model_len "
                 f"(max_position_embeddings={derived} or model_max_length=None in model's config.json). To allow "
                 f"overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
-                f"({{{{allow_long_max_model_len}}}} here). (vLLM {VERSION} refuses to start; {spec.name}'s "
-                f"{{{{context}}}} may be at most {derived:,}.)")
+                f"({{{{allow_long_max_model_len}}}} here).")
 
     def summary_line(self, cap) -> str:
         p = cap.plan
