@@ -32,13 +32,19 @@ def make(head_dim, ratio, L, gen, dtype=torch.bfloat16):
     return kv, score, ape, w, cs
 
 
-def run_chunks(kv, score, ape, head_dim, ratio, chunks, device, **kw):
+def _chunk_outputs(kv, score, ape, head_dim, ratio, chunks, device, **kw):
+    """Compress the inputs chunk by chunk through one fresh state: the per-chunk outputs and the state."""
     st = K.CompressorState.allocate(head_dim, ratio, device=device)
     outs, start = [], 0
     for n in chunks:
         outs.append(K.compress(kv[start : start + n].to(device), score[start : start + n].to(device),
                                ape.to(device), st, **kw).cpu())
         start += n
+    return outs, st
+
+
+def run_chunks(kv, score, ape, head_dim, ratio, chunks, device, **kw):
+    outs, st = _chunk_outputs(kv, score, ape, head_dim, ratio, chunks, device, **kw)
     return torch.cat(outs), st
 
 
@@ -58,12 +64,7 @@ def shared_runs():
         for k, t, result in memo:
             if k == key and t.keys() == tensors.keys() and all(torch.equal(t[n], tensors[n]) for n in t):
                 return result
-        st = K.CompressorState.allocate(head_dim, ratio, device=device)
-        outs, start = [], 0
-        for n in chunks:
-            outs.append(K.compress(kv[start : start + n].to(device), score[start : start + n].to(device),
-                                   ape.to(device), st, **kw).cpu())
-            start += n
+        outs, st = _chunk_outputs(kv, score, ape, head_dim, ratio, chunks, device, **kw)
         result = (outs, st.ring().cpu())
         memo.append((key, tensors, result))
         return result
