@@ -38,6 +38,7 @@ def test_vllm_refuses_past_the_derived_maximum_with_its_message(cli):
     assert ("User-specified max_model_len (1048576) is greater than the derived max_model_len "
             "(max_position_embeddings=163840 or model_max_length=None in model's config.json). To allow overriding "
             "this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (--allow-long-max-model-len here)") in r.err
+    assert r.err.rstrip().endswith("(vLLM 0.33.0 refuses to start; deepseek-v3.2's --context may be at most 163,840.)")
     # the maximum itself is accepted (vLLM refuses only max_model_len > derived)
     assert plan("deepseek-v3.2", 163840).context == 163840
     with pytest.raises(KvcalcError, match="greater than the derived max_model_len"):
@@ -59,6 +60,7 @@ def test_sglang_refuses_past_its_derived_context_len(cli):
     assert ("User-specified context_length (131072) is greater than the derived context_length (8192). This may "
             "lead to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the env var "
             "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (--allow-overwrite-longer-context-len here)") in r.err
+    assert r.err.rstrip().endswith("(SGLang 0.5.23 refuses to start; nemotron-h-56b's --context may be at most 8,192.)")
     ok = cli("capacity", "nemotron-h-56b", "--engine", "sglang", "--kv-memory", "40GiB", "-c", "128k",
              "--allow-overwrite-longer-context-len")
     assert ok.code == 0, ok.err
