@@ -275,13 +275,15 @@ def check_kv_heads_split(model: "ModelSpec", tp: int) -> None:
                 )
 
 
-def even_stages(num_layers: int, pp: int) -> list[range]:
-    """num_layers // pp per stage, the remainder added one layer each to the stages before the last
-    (vLLM distributed/utils.py get_pp_indices: partitions[-2], partitions[-3], ...)."""
+def even_stages(num_layers: int, pp: int, *, extra_to_last: bool = False) -> list[range]:
+    """num_layers // pp per stage, the remainder added one layer each to the stages before the last (vLLM
+    distributed/utils.py get_pp_indices: partitions[-2], partitions[-3], ...), or with ``extra_to_last`` to the
+    last stages (SGLang distributed/utils.py get_pp_indices: "the last 'remainder' partitions")."""
     if pp > num_layers:
         raise KvcalcError(f"pp: {pp} pipeline stages for {num_layers} layers leaves a stage empty", param="pp")
     sizes = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
+    extra = num_layers % pp
+    for i in (range(1, extra + 1) if extra_to_last else range(2, extra + 2)):
         sizes[-i] += 1
     out, start = [], 0
     for n in sizes:

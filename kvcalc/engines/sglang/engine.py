@@ -8,7 +8,7 @@ from ...errors import KvcalcError
 from ...pool import GroupKind, Layout as PoolLayout, PlanGroup, PlanPage, PoolPlan
 from ...specs import CompressedMLA, KDAState, MLALatent
 from ...units import GIB
-from ..base import Budget, BudgetStep, Engine, Fit
+from ..base import Budget, BudgetStep, Engine, Fit, even_stages
 from . import logs as _logs
 from . import sizing as S
 from .defaults import NAME, VERSION, Settings, default_mem_fraction_static
@@ -80,6 +80,11 @@ class SglangEngine(Engine):
     def with_parallel(self, settings, parallel):
         return replace(settings, pp=parallel.pp, dp=parallel.dp)
 
+    def pp_stages(self, num_layers: int, pp: int) -> list[range]:
+        """distributed/utils.py get_pp_indices (SGLANG_PP_LAYER_PARTITION unset): num_layers // pp per stage,
+        the remainder one layer each to the last stages (vLLM gives it to the stages before the last)."""
+        return even_stages(num_layers, pp, extra_to_last=True)
+
     def gpus(self, parallel, settings) -> int:
         """arg_groups/parallel_hook.py: with DP attention the dp ranks are the tp GPUs."""
         return parallel.tp * parallel.pp if settings.enable_dp_attention else parallel.gpus
@@ -95,7 +100,8 @@ class SglangEngine(Engine):
 
             return _v4_plan(job, v4_layout(job.model, job.precision_asked, s, job.stage_layers, s.attn_dp))
         # --kv-cache-dtype auto is the model dtype (the config's default precision; DSA on Hopper: bf16 too)
-        lay = S.layout(job.model, job.precision.name, s, job.tp, job.stage_layers)
+        stages = self.pp_stages(len(job.model.layers), s.pp) if s.pp > 1 else None
+        lay = S.layout(job.model, job.precision.name, s, job.tp, job.stage_layers, stages)
         return _pool_plan(job, lay)
 
     # ---- the budget -------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from .defaults import (DEFAULT_SWA_FULL_TOKENS_RATIO, DSA_PAGE, DSA_QUANT_BLOCK,
                        MAMBA_BASE_SLOTS, MAMBA_EXTRA_BUFFER_ARCHS, MAMBA_EXTRA_BUFFER_SLOTS, MRR_MAX, MRR_MIN,
                        MRR_SCALE, SWA_EVICTION_INTERVAL, VERSION, WINDOW_MINUS_ONE_ARCHS, Settings)
 
+INT64_MAX = (1 << 63) - 1  # torch.iinfo(torch.int64).max
 #: SGLang's --kv-cache-dtype names -> (torch dtype as its logs print it, bytes per element)
 KV_DTYPES = {"bfloat16": ("torch.bfloat16", 2), "float16": ("torch.float16", 2), "fp8_e4m3": ("torch.float8_e4m3fn", 1),
              "fp8_e5m2": ("torch.float8_e5m2", 1)}
@@ -59,11 +60,22 @@ class Layout:
     indexer_row: int  # DSA: bytes per token per layer of the indexer keys (fp8 + fp32 scale)
     window: int | None  # the SWA window SGLang validates against
     swa_ratio: float
-    state_per_request: int  # bytes of one state slot (every state layer)
+    state_per_request: int  # bytes of one state slot (every state layer of this rank)
     state_conv_bytes: int = 0  # of which the conv states (bf16)
     state_ssm_dtype: str = "float32"  # the recurrent state's torch dtype (the model's mamba_ssm_dtype, else fp32)
     slots_per_request: int = 1
+    state_charged: int | None = None  # bytes of a slot the budget is charged (pp > 1: the largest stage's share)
+    kv_elsewhere: bool = False  # pp > 1 and this stage keeps no KV while another stage does
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def state_charge(self) -> int:
+        return self.state_per_request if self.state_charged is None else self.state_charged
+
+    @property
+    def has_state(self) -> bool:
+        """The model keeps Mamba-style state (SGLang's mambaish config), on this stage or, under pp, another."""
+        return bool(self.state_layers) or self.state_charged is not None
 
     @property
     def full_per_token(self) -> int:
@@ -123,9 +135,12 @@ def _check_kinds(model) -> None:
 
 
 def _state(model, states, attn_tp: int, arch: str | None, settings: Settings) -> tuple[int, int, int, str]:
-    """(bytes of one state slot over every state layer, of which conv, slots a running request holds).
-    configs/mamba_utils.py Mamba2StateShape: conv state in bf16 (SGLANG_MAMBA_CONV_DTYPE), the recurrent state
-    in fp32 unless the model states its dtype (mamba_ssm_dtype)."""
+    """(bytes of one state slot over this rank's state layers, of which conv, slots a running request holds,
+    the recurrent state's dtype). configs/mamba_utils.py Mamba2StateShape: conv state in bf16
+    (SGLANG_MAMBA_CONV_DTYPE), the recurrent state in fp32 unless the model states its dtype (mamba_ssm_dtype).
+    Slots: 3, plus the extra_buffer strategy's tracking slots (allocation_sizing.py get_mamba_tracking_slots):
+    2 with the overlap scheduler, 1 without it (pp > 1 turns it off: overrides.py
+    _pipeline_parallel_overlap_disable)."""
     per = conv_bytes = 0
     half = any(comp.ssm_dtype in ("bf16", "fp16") for _, comp in states)
     for _, comp in states:
@@ -135,12 +150,28 @@ def _state(model, states, attn_tp: int, arch: str | None, settings: Settings) ->
     if arch is None:
         raise refuse("a model with Mamba-style state needs its 'architecture' (config.json architectures[0]): "
                      f"SGLang {VERSION} picks the state cache strategy per architecture")
-    slots = MAMBA_BASE_SLOTS + (MAMBA_EXTRA_BUFFER_SLOTS if arch in MAMBA_EXTRA_BUFFER_ARCHS else 0)
-    return per, conv_bytes, slots, ("bfloat16" if half else "float32")
+    tracking = (MAMBA_EXTRA_BUFFER_SLOTS if settings.pp == 1 else 1) if arch in MAMBA_EXTRA_BUFFER_ARCHS else 0
+    return per, conv_bytes, MAMBA_BASE_SLOTS + tracking, ("bfloat16" if half else "float32")
 
 
-def layout(model, precision: str | None, settings: Settings, tp: int, stage_layers) -> Layout:
-    """The pools of one rank of tensor-parallel size ``tp`` (attention TP = tp // attn_dp)."""
+def _state_charged(model, attn_tp: int, arch, settings: Settings, stages) -> int | None:
+    """kv_cache_configurator.py _handle_max_mamba_cache under pp > 1: every rank charges
+    int(mamba_cache_per_req x max_stage_mamba_layers / all mamba layers), the whole model's slot scaled to the
+    stage with the most state layers (so that every rank derives the same pool); None with one stage."""
+    if settings.pp == 1 or stages is None:
+        return None
+    every = _layers_by(model, RecurrentState, model.layers)
+    if not every:
+        return None
+    total = _state(model, every, attn_tp, arch, settings)[0]
+    ids = [i for i, _ in every]
+    most = max(sum(1 for i in ids if i in st) for st in stages)
+    return int(total * (most / max(len(ids), 1)))
+
+
+def layout(model, precision: str | None, settings: Settings, tp: int, stage_layers, stages=None) -> Layout:
+    """The pools of one rank of tensor-parallel size ``tp`` (attention TP = tp // attn_dp); ``stages``: every
+    pipeline stage's layers (pp > 1)."""
     _check_kinds(model)
     layers = [k for i, k in enumerate(model.layers) if i in stage_layers]
     if tp % settings.attn_dp:
@@ -182,8 +213,9 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
     window = None
     if swa is not None:
         window = swa.window - 1 if arch in WINDOW_MINUS_ONE_ARCHS else swa.window
-    per_req, conv_bytes, slots, ssm_dtype = _state(model, states, attn_tp, arch, settings) if states \
-        else (0, 0, 1, "float32")
+    charged = _state_charged(model, attn_tp, arch, settings, stages)
+    per_req, conv_bytes, slots, ssm_dtype = _state(model, states, attn_tp, arch, settings) \
+        if (states or charged is not None) else (0, 0, 1, "float32")
     heads = lambda c: max(1, c.kv_heads // attn_tp) if c is not None else 0  # noqa: E731
     return Layout(
         kv_dtype=kv_dtype, kv_size=kv_size, page=page,
@@ -201,6 +233,9 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
         swa_ratio=settings.swa_full_tokens_ratio if settings.swa_full_tokens_ratio is not None
         else DEFAULT_SWA_FULL_TOKENS_RATIO,
         state_per_request=per_req, state_conv_bytes=conv_bytes, state_ssm_dtype=ssm_dtype, slots_per_request=slots,
+        state_charged=charged,
+        kv_elsewhere=settings.pp > 1 and not (mla or full)
+        and bool(_layers_by(model, (FullAttention, MLALatent), model.layers)),
         notes=tuple(notes),
     )
 
@@ -223,11 +258,11 @@ class Sizing:
 def state_pool(lay: Layout, rest_gib: float, settings: Settings) -> tuple[float, int]:
     """kv_cache_configurator.py _handle_max_mamba_cache (default auto-fit): the rest after the state pool (GiB)
     and the slots."""
-    if not lay.state_layers:
+    if not lay.has_state:
         return rest_gib, 0
     r = settings.mamba_full_memory_ratio
     budget_bytes = rest_gib * r / (1 + r) * (1 << 30)
-    per = lay.state_per_request
+    per = lay.state_charge
     slots = int((budget_bytes - per) // per)
     if slots <= 0:
         raise refuse(f"Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
@@ -244,7 +279,11 @@ def size_pools(lay: Layout, rest_gib: float, context: int, settings: Settings) -
     available = int(rest_gib * (1 << 30))
     page = lay.page
     cell = lay.cell
-    tokens = int(available // cell) // page * page
+    if cell:
+        tokens = int(available // cell) // page * page
+    else:  # pool_configurator.py DefaultPoolConfigurator: a stage without KV (its KV on another pp stage) is
+        # unbounded (int64 max) so that the stages' MIN ignores it; else max_total_tokens or context_len
+        tokens = (INT64_MAX if lay.kv_elsewhere else settings.max_total_tokens or context) // page * page
     above = settings.max_total_tokens is not None and settings.max_total_tokens > tokens
     if settings.max_total_tokens is not None:
         tokens = min(tokens, settings.max_total_tokens) // page * page
@@ -270,7 +309,7 @@ def max_running_requests(tokens: int, context: int, settings: Settings, slots: i
     else:
         mrr = min(est, tokens // 2)
     capped = False
-    if lay.state_layers:
+    if lay.has_state:
         cap = slots // lay.slots_per_request
         capped = cap < mrr
         mrr = min(mrr, cap)

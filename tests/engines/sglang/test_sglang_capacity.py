@@ -260,3 +260,54 @@ def test_deepseek_v4_default_mem_fraction_static_has_no_prefill_graphs():
     # cuda_graph_hook.py turns V4's prefill graphs off before the fraction: 512 + 12,288 + 1,024 + 2 x 512
     c = capacity("deepseek-v4-pro", 1 << 20, engine="sglang", gpu="h200", parallel=Parallel(tp=8))
     assert c.budget.json["mem_fraction_static"] == round((143771 - 14848) / 143771, 3) == 0.897
+
+
+def cap_pp(model, context, kv, tp=1, pp=1, **settings):
+    return capacity(model, context, engine="sglang", settings=SG.settings(settings), kv_memory=kv,
+                    parallel=Parallel(tp=tp, pp=pp))
+
+
+def test_pipeline_stages_give_the_remainder_to_the_last_stages():
+    # distributed/utils.py get_pp_indices: the last num_layers % pp stages take one layer more
+    # (vLLM gives it to the stages before the last: 22 + 21 for 43 layers)
+    assert SG.pp_stages(43, 2) == [range(0, 21), range(21, 43)]
+    assert SG.pp_stages(80, 3) == [range(0, 26), range(26, 53), range(53, 80)]
+    assert SG.pp_stages(61, 4) == [range(0, 15), range(15, 30), range(30, 45), range(45, 61)]
+    assert get_engine("vllm").pp_stages(43, 2) == [range(0, 22), range(22, 43)]
+    # llama-3.1-70b, 80 layers over pp 3: the binding stages hold 27 layers; 8 KV heads x 256 x 2 B per layer
+    c = cap_pp("llama-3.1-70b", 8192, 8 * GIB, pp=3)
+    assert c.fit.json["cell_size_bytes"] == 27 * 8 * 256 * 2
+    assert c.fit.json["max_total_num_tokens"] == 8 * GIB // (27 * 8 * 256 * 2)
+
+
+def test_mamba_hybrid_under_pp_holds_four_slots_and_charges_the_largest_stage():
+    # qwen3-next tp 2, pp 2: stages [0, 24) and [24, 48), 18 gated-DeltaNet and 6 attention layers each.
+    # One GDN layer at attention tp 2 (configs/mamba_utils.py): conv (16 x 128 x 2 + 32 x 128) / 2 x (4 - 1)
+    # bf16 = 24,576 B; recurrent state 32 / 2 x 128 x 128 fp32 = 1,048,576 B
+    per_layer = (16 * 128 * 2 + 32 * 128) // 2 * 3 * 2 + 32 // 2 * 128 * 128 * 4
+    assert per_layer == 1_073_152
+    # _handle_max_mamba_cache under pp: int(per_req(36 layers) x 18 / 36)
+    per = int(36 * per_layer * (18 / 36))
+    budget = 20 * 0.9 / 1.9 * GIB  # mamba_full_memory_ratio 0.9 of a 20 GiB budget
+    slots = int((budget - per) // per)
+    assert slots == 525
+    c = cap_pp("qwen3-next-80b-a3b", 262144, 20 * GIB, tp=2, pp=2)
+    j = c.fit.json
+    assert j["max_mamba_cache_size"] == slots
+    # pp > 1 turns the overlap scheduler off: extra_buffer keeps 1 tracking slot, 3 + 1 = 4 slots a request
+    assert j["max_running_requests"] == slots // 4 == 131
+    # KV: 6 attention layers x 1 KV head a rank x (256 + 256) x 2 B = 6,144 B a token
+    rest = 20 - (slots + 1) * per / GIB
+    assert j["cell_size_bytes"] == 6 * 512 * 2 and j["max_total_num_tokens"] == int(rest * GIB) // 6144
+    one = cap_pp("qwen3-next-80b-a3b", 262144, 20 * GIB, tp=2).fit.json
+    assert one["max_running_requests"] == one["max_mamba_cache_size"] // 5  # 3 + 2 with the overlap scheduler
+
+
+def test_a_stage_without_kv_is_unbounded_not_a_division_by_zero():
+    # nemotron-h-56b over pp 11: the last stage, layers 107-117, holds no attention layer (they sit at 7, 18, ...,
+    # 106). pool_configurator.py: a zero cell with KV on another stage counts as int64 max, so the stages' MIN
+    # is another stage's; every other stage holds one attention layer: 8 KV heads x (128 + 128) x 2 B a token
+    assert SG.pp_stages(118, 11)[-1] == range(107, 118)
+    c = cap_pp("nemotron-h-56b", 8192, 20 * GIB, pp=11)
+    tokens = c.fit.json["max_total_num_tokens"]
+    assert 0 < tokens < 20 * GIB // (8 * 256 * 2)
