@@ -75,6 +75,11 @@ class Capacity:
         return get_engine(self.plan.engine)
 
     @property
+    def gpus(self) -> int:
+        """GPUs the layout takes, as the engine counts them (SGLang's DP attention shares the tp GPUs)."""
+        return self.engine.gpus(self.parallel, self.plan.settings)
+
+    @property
     def requested_bytes(self) -> int | None:
         return None if self.budget is None else self.budget.requested_bytes
 

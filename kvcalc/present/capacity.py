@@ -24,7 +24,7 @@ def capacity_json(c) -> dict:
         "grouping": p.grouping,
         "padding_layers": p.padding_layers,
         "parallel": {"tp": c.parallel.tp, "pp": c.parallel.pp, "dp": c.parallel.dp, "ep": c.parallel.ep,
-                     "gpus": c.parallel.gpus},
+                     "gpus": c.gpus},
         "gpu": None if c.gpu is None else {"key": c.gpu.key, "name": c.gpu.name, "memory_bytes": c.gpu.memory_bytes,
                                            "basis": c.gpu.basis, "source": c.gpu.source},
         **(c.budget.json if c.budget is not None else {k: None for k in c.engine.budget_keys}),
@@ -63,10 +63,15 @@ def _layers_text(layers: tuple[int, ...]) -> str:
     return f"{len(layers)} layers"
 
 
+def _where(n, gpu) -> str:
+    """'8 x NVIDIA H200', or '8 GPUs' where the pool was given."""
+    return f"{n} x {gpu.name}" if gpu else f"{n} GPU{'' if n == 1 else 's'}"
+
+
 def render_capacity(con, c, reverse: str | None = None) -> None:
     p = c.plan
     par = c.parallel
-    where = f"{par.gpus} x {c.gpu.name}" if c.gpu else f"{par.gpus} GPU{'s' if par.gpus > 1 else ''}"
+    where = _where(c.gpus, c.gpu)
     eng = c.engine.title
     con.print(f"{c.model.display_name}, {p.precision}, max_model_len {ctx_text(p.context)} on {where}; {eng}")
     con.print(f"Parallel: tp {par.tp} x pp {par.pp} x dp {par.dp}" + (" (expert parallel)" if par.ep else "")
@@ -174,7 +179,9 @@ def render_engines(con, caps) -> None:
             con.print(f"{c.engine.name}: refused: {c.message}")
         return
     p, par = c0.plan, c0.parallel
-    where = f"{par.gpus} x {c0.gpu.name}" if c0.gpu else f"{par.gpus} GPU{'s' if par.gpus > 1 else ''}"
+    counts = {c.engine.name: c.gpus for c in caps if not isinstance(c, Refused)}
+    where = _where(c0.gpus, c0.gpu) if len(set(counts.values())) == 1 else \
+        _where(" / ".join(f"{n} ({e})" for e, n in counts.items()), c0.gpu)
     con.print(f"{c0.model.display_name}, max_model_len {ctx_text(p.context)} on {where}, tp {par.tp} x pp {par.pp} x "
               f"dp {par.dp}: engines side by side (per GPU unless marked)")
     t = table()

@@ -140,6 +140,9 @@ def test_dp_attention_divides_a_given_request_cap_and_shares_the_tp_gpus():
     assert c.total_requests == 2 * c.requests_per_replica
     assert SG.gpus(Parallel(tp=2, dp=2), SG.with_parallel(SG.settings({"enable_dp_attention": True}),
                                                            Parallel(tp=2, dp=2))) == 2
+    # what capacity reports: 2 GPUs, in its JSON and its header, not tp x dp = 4
+    from kvcalc.present.capacity import capacity_json
+    assert c.gpus == 2 and capacity_json(c)["parallel"]["gpus"] == 2
 
 
 def test_what_sglang_does_not_run_is_refused_with_its_version():
