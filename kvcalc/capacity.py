@@ -144,9 +144,10 @@ def capacity(
     if settings is not None and not isinstance(settings, eng.Settings):
         raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
                           f"(get_engine({eng.name!r}).settings(...)), got {type(settings).__name__}", param="settings")
-    settings = eng.with_parallel(settings if settings is not None else eng.settings(), parallel)
-    notes: list[str] = []
     dev = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    # the engine's defaults for this GPU and model (vLLM's batch limits, SGLang's chunk), as the CLI builds them
+    settings = eng.with_parallel(settings if settings is not None else eng.settings(gpu=dev, model=spec), parallel)
+    notes: list[str] = []
     if dev is None and kv_memory is None:
         raise KvcalcError("gpu: name a GPU or give the KV pool of each GPU directly (kv_memory)", param="gpu")
 
@@ -230,7 +231,7 @@ def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capa
     spec = probe.model
     par = probe.parallel
     eng = get_engine(cap_args.get("engine", "vllm"))
-    settings = eng.with_parallel(cap_args.get("settings") or eng.settings(), par)
+    settings = probe.plan.settings
     plans = _stage_plans(spec, limit, cap_args.get("precision"), eng, settings, cap_args.get("mtp", False), par)
     best = eng.max_context(plans, pool, concurrency, limit, settings, par)
     if best < 1:

@@ -131,3 +131,14 @@ def test_cli_refusals_are_one_line_exit_2(cli, args, fragment):
     r = cli("capacity", *args)
     assert r.code == 2, (r.code, r.out, r.err)
     assert fragment in r.err and r.err.count("\n") == 1 and r.err.startswith("kvcalc: error: ")
+
+
+def test_the_api_takes_the_engines_defaults_for_the_named_gpu():
+    # engine/arg_utils.py get_batch_defaults (vllm serve): an A100 (the name holds "a100") keeps 2,048 batched
+    # tokens and 256 sequences whatever its memory; from 160 GiB (a B200's 179 GiB) 16,384 and 1,024
+    a100 = capacity("llama-3.1-8b", 8192, gpu="a100-80gb", request_tokens=256)
+    assert (a100.plan.settings.max_num_batched_tokens, a100.plan.settings.num_seqs) == (2048, 256)
+    # 256-token requests cost 16 blocks each: far more than 256 fit, the scheduler runs 256
+    assert a100.requests_per_replica == 256
+    b200 = capacity("llama-3.1-8b", 8192, gpu="b200")
+    assert (b200.plan.settings.max_num_batched_tokens, b200.plan.settings.num_seqs) == (16384, 1024)
