@@ -23,6 +23,8 @@ DSA_QUANT_BLOCK = 128
 DSA_PAGE = 64  # arg_groups/model_overrides/deepseek_v2.py: page_size = 64 x index_kpool on CUDA
 #: managers/scheduler.py: max_prefill_tokens' default (logged in the summary line)
 DEFAULT_MAX_PREFILL_TOKENS = 16384
+#: arg_groups/memory_hook.py: the prefill CUDA-graph sizes stop at 4096 tokens when "llama-2" is in the model path
+LLAMA2_PREFILL_MAX_BS = 4096
 #: SGLANG_SWA_EVICTION_INTERVAL: tokens a request's SWA slots run past the window before eviction
 SWA_EVICTION_INTERVAL = 128
 
@@ -80,7 +82,7 @@ class MemoryDefaults:
 
 def default_mem_fraction_static(gpu_mib: int, *, tp: int, pp: int, attn_dp: int, mla: bool, prefill_graphs: bool,
                                 max_running_requests: int | None = None, max_total_tokens: int | None = None,
-                                chunked_prefill_size: int | None = None) -> MemoryDefaults:
+                                chunked_prefill_size: int | None = None, llama2: bool = False) -> MemoryDefaults:
     """arg_groups/memory_hook.py handle_gpu_memory_settings and reserve_for_graph_mb on CUDA, no speculative
     decoding, no DeepEP, a text model: ``round((gpu_mem - reserved) / gpu_mem, 3)``, reserved = 512 + 1.5 x
     max(chunked_prefill, 2048) + tp x pp / 8 x 1024 + the CUDA-graph reserve, at least 10 GiB above 60 GiB."""
@@ -101,11 +103,20 @@ def default_mem_fraction_static(gpu_mib: int, *, tp: int, pp: int, attn_dp: int,
             prefill_max = chunk
             if max_total_tokens is not None:
                 prefill_max = min(prefill_max, max_total_tokens)
+            if llama2:  # "For Llama2 series models, max_bs is limited to 4096" ("llama-2" in the model path)
+                prefill_max = min(prefill_max, LLAMA2_PREFILL_MAX_BS)
             graph += len(prefill_graph_sizes(prefill_max)) * 8
     reserved += graph
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return MemoryDefaults(round((gpu_mib - reserved) / gpu_mib, 3), chunk, max_bs, reserved)
+
+
+def is_llama2_path(spec) -> bool:
+    """SGLang tests ``"llama-2" in model_path.lower()``; kvcalc has no model path, so it reads the model's name and
+    the Hugging Face repository its config came from (``sources.hub``)."""
+    hub = (getattr(spec, "sources", None) or {}).get("hub", "")
+    return "llama-2" in f"{spec.name} {hub}".lower()
 
 
 def derived_context_len(spec) -> int | None:

@@ -11,7 +11,7 @@ from ...units import GIB
 from ..base import Budget, BudgetStep, Engine, Fit, even_stages
 from . import logs as _logs
 from . import sizing as S
-from .defaults import NAME, VERSION, Settings, default_mem_fraction_static
+from .defaults import NAME, VERSION, Settings, default_mem_fraction_static, is_llama2_path
 from .options import OPTIONS, SUMMARY
 
 
@@ -123,7 +123,8 @@ class SglangEngine(Engine):
                                            prefill_graphs=_prefill_graphs(model, pp),
                                            max_running_requests=settings.max_running_requests,
                                            max_total_tokens=settings.max_total_tokens,
-                                           chunked_prefill_size=settings.chunked_prefill_size)
+                                           chunked_prefill_size=settings.chunked_prefill_size,
+                                           llama2=model is not None and is_llama2_path(model))
 
     def defaults(self, given, *, gpu=None, model=None) -> dict:
         """chunked_prefill_size from the GPU's memory (handle_gpu_memory_settings), where a GPU is named."""

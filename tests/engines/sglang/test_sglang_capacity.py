@@ -6,6 +6,7 @@ import json
 import pytest
 
 from kvcalc.capacity import Parallel, capacity
+from kvcalc.config import as_model
 from kvcalc.engines import get_engine
 from kvcalc.engines.sglang.defaults import default_mem_fraction_static, prefill_graph_sizes
 from kvcalc.errors import KvcalcError
@@ -314,3 +315,18 @@ def test_a_stage_without_kv_is_unbounded_not_a_division_by_zero():
     c = cap_pp("nemotron-h-56b", 8192, 20 * GIB, pp=11)
     tokens = c.fit.json["max_total_num_tokens"]
     assert 0 < tokens < 20 * GIB // (8 * 256 * 2)
+
+
+def test_llama_2_caps_the_prefill_graph_sizes_at_4096():
+    # arg_groups/memory_hook.py: "llama-2" in the model path caps the prefill CUDA-graph max_bs at 4096: sizes
+    # 4..32 by 4, 48..256 by 16, 288..512 by 32, 576..1024 by 64, 1280..4096 by 256 = 8 + 14 + 8 + 8 + 12 = 50,
+    # not 58. H200 (143,771 MiB), tp 1: reserved 512 + 1.5 x 8192 + 1024 / 8 + 2 x 256 decode + 8 x sizes
+    from kvcalc.hardware import get_gpu
+    h200 = get_gpu("h200")
+    mib = h200.memory_bytes >> 20
+    assert mib == 143771
+    for model, sizes in (("llama-2-7b", 50), ("llama-3.1-8b", 58)):
+        reserved = 512 + 1.5 * 8192 + 1024 / 8 + 2 * 256 + 8 * sizes
+        got = SG.memory_defaults(SG.settings({}), h200, as_model(model), Parallel()).mem_fraction_static
+        assert got == round((mib - reserved) / mib, 3), model
+    assert round((mib - (13440 + 8 * 50)) / mib, 3) == 0.904
