@@ -21,6 +21,8 @@ MAMBA_EXTRA_BUFFER_SLOTS = 2
 #: DSATokenToKVPool: the indexer keeps fp8 keys plus one fp32 scale per 128 values (index_k_with_scale_buffer)
 DSA_QUANT_BLOCK = 128
 DSA_PAGE = 64  # arg_groups/model_overrides/deepseek_v2.py: page_size = 64 x index_kpool on CUDA
+#: arg_groups/memory_hook.py handle_gpu_memory_settings: the chunk on an 80-160 GiB GPU (H100, H200)
+DEFAULT_CHUNKED_PREFILL_SIZE = 8192
 #: managers/scheduler.py: max_prefill_tokens' default (logged in the summary line)
 DEFAULT_MAX_PREFILL_TOKENS = 16384
 #: arg_groups/memory_hook.py: the prefill CUDA-graph sizes stop at 4096 tokens when "llama-2" is in the model path
@@ -151,3 +153,9 @@ class Settings:
     @property
     def attn_dp(self) -> int:
         return self.dp if self.enable_dp_attention else 1
+
+    @property
+    def prefill_chunk(self) -> int:
+        """The chunked_prefill_size the scheduler runs: arg_groups/parallel_hook.py handle_data_parallelism
+        divides it over the attention-DP ranks; without a GPU named, the H100 / H200 default."""
+        return (self.chunked_prefill_size or DEFAULT_CHUNKED_PREFILL_SIZE) // self.attn_dp

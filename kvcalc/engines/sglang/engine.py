@@ -98,10 +98,13 @@ class SglangEngine(Engine):
         if any(isinstance(c, CompressedMLA) for c in job.model.components.values()):
             from .dsv4 import v4_layout
 
-            return _v4_plan(job, v4_layout(job.model, job.precision_asked, s, job.stage_layers, s.attn_dp))
+            lay = v4_layout(job.model, job.precision_asked, s, job.stage_layers, s.attn_dp)
+            _check_chunk(s, lay.page)
+            return _v4_plan(job, lay)
         # --kv-cache-dtype auto is the model dtype (the config's default precision; DSA on Hopper: bf16 too)
         stages = self.pp_stages(len(job.model.layers), s.pp) if s.pp > 1 else None
         lay = S.layout(job.model, job.precision.name, s, job.tp, job.stage_layers, stages)
+        _check_chunk(s, lay.page)
         return _pool_plan(job, lay)
 
     # ---- the budget -------------------------------------------------------------------------------------
@@ -185,6 +188,15 @@ class SglangEngine(Engine):
         from .buffers import batch_pools
 
         return batch_pools(plan, batch, model)
+
+
+def _check_chunk(settings, page: int) -> None:
+    """arg_groups/validation_hook.py check_server_args: "chunked_prefill_size must be divisible by page_size"
+    (the chunk as divided over the attention-DP ranks, the page after the model's overrides)."""
+    chunk = settings.prefill_chunk
+    if chunk > 0 and chunk % page:
+        raise KvcalcError(f"page_size: SGLang {VERSION} refuses to start: chunked_prefill_size must be divisible by "
+                          f"page_size ({chunk} is not a multiple of {page})", param="page_size")
 
 
 def _prefill_graphs(model, pp: int) -> bool:

@@ -10,8 +10,6 @@ from . import sizing as S
 from .defaults import DEFAULT_MAX_PREFILL_TOKENS, SWA_EVICTION_INTERVAL, VERSION
 from .dsv4 import RING, V4Layout, size_v4, v4_pools
 
-DEFAULT_CHUNK = 8192
-
 
 def _pools(lay: S.Layout, z: S.Sizing) -> list[dict]:
     """The buffers one rank allocates (mem_cache/memory_pool.py: size + page_size rows per pool)."""
@@ -122,9 +120,7 @@ def fit(engine, plans, pool: int, settings, parallel) -> Fit:
     p, lay, z = plans[i], plans[i].detail, sizes[i]
     L = p.context
     pools = _pools(lay, z)
-    # arg_groups/parallel_hook.py handle_data_parallelism: the chunk is divided over the attention-DP ranks;
-    # without a GPU named, the H100 / H200 default
-    chunk = (settings.chunked_prefill_size or DEFAULT_CHUNK) // settings.attn_dp
+    chunk = settings.prefill_chunk
     limits = _limits(lay, z, L)
     fits = min(limits.values())
     binding = min(limits, key=lambda k: limits[k])
@@ -221,7 +217,7 @@ def _fit_v4(plans, pool: int, settings) -> Fit:
     limits = _v4_limits(lay, z, L)
     binding = min(limits, key=lambda k: limits[k])
     pools = _v4_pools(lay, z)
-    chunk = (settings.chunked_prefill_size or DEFAULT_CHUNK) // settings.attn_dp
+    chunk = settings.prefill_chunk
     g = 1 << 30
     log = [f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={z.swa_tokens}, swa_full_tokens_ratio={lay.swa_ratio}",
            f"DSV4 memory calculation: unified=False, unified_fp8=False, dspark_draft_bf16=False, bytes_per_full_token="

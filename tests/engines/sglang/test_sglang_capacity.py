@@ -330,3 +330,14 @@ def test_llama_2_caps_the_prefill_graph_sizes_at_4096():
         got = SG.memory_defaults(SG.settings({}), h200, as_model(model), Parallel()).mem_fraction_static
         assert got == round((mib - reserved) / mib, 3), model
     assert round((mib - (13440 + 8 * 50)) / mib, 3) == 0.904
+
+
+def test_a_page_that_does_not_divide_the_chunk_is_refused():
+    # arg_groups/validation_hook.py check_server_args: chunked_prefill_size % page_size == 0 (8192 % 3 = 2)
+    with pytest.raises(KvcalcError, match=r"chunked_prefill_size must be divisible by page_size \(8192 is not a "
+                                          r"multiple of 3\)"):
+        cap("llama-3.1-8b", 8192, page_size=3)
+    # the chunk as the DP workers run it: 8192 // 2 = 4096, a multiple of 64 but not of 3,072
+    assert cap("llama-3.1-8b", 8192, tp=2, dp=2, enable_dp_attention=True, page_size=64).fit.json["page_size"] == 64
+    with pytest.raises(KvcalcError, match=r"\(4096 is not a multiple of 3072\)"):
+        cap("llama-3.1-8b", 8192, tp=2, dp=2, enable_dp_attention=True, page_size=3072)
