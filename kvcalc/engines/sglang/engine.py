@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, replace
 
 from ...errors import KvcalcError
@@ -15,6 +16,14 @@ from .defaults import NAME, VERSION, Settings, default_mem_fraction_static, is_l
 from .options import OPTIONS, SUMMARY
 
 
+def _free_gib(free_bytes: int, world: int) -> float:
+    """utils/common.py get_available_gpu_memory: bytes / 2^30; with distributed=True (a world of more than one
+    rank) the bytes first pass through a float32 tensor for the all-reduce MIN (equal GPUs: rounding only)."""
+    if world > 1:
+        free_bytes = struct.unpack("f", struct.pack("f", free_bytes))[0]
+    return free_bytes / GIB
+
+
 @dataclass(frozen=True)
 class SglangBudget(Budget):
     """SGLang's budget: ``free after weights - pre x (1 - mem_fraction_static)``, in GiB floats as SGLang holds
@@ -22,10 +31,11 @@ class SglangBudget(Budget):
 
     device_bytes: int = 0
     mem_fraction_static: float = 0.0
+    world: int = 1  # ranks of one replica (tp x pp): with more than one, free memory is all-reduced in float32
 
     def pool(self, weights: int, reserve: int) -> int:
-        pre = self.device_bytes / GIB
-        free = (self.device_bytes - weights - reserve) / GIB
+        pre = _free_gib(self.device_bytes, self.world)
+        free = _free_gib(self.device_bytes - weights - reserve, self.world)
         rest = free - pre * (1 - self.mem_fraction_static)
         if rest <= 0:
             minimum = 1 - free / pre
@@ -115,7 +125,8 @@ class SglangEngine(Engine):
         requested = int(gpu.memory_bytes * mfs)
         return SglangBudget(requested, (BudgetStep(f"x {mfs:g} mem_fraction_static", requested, "mem_fraction_static"),),
                             f"{mfs:g} x {gpu.memory_bytes / GIB:.2f} GiB", {"mem_fraction_static": mfs},
-                            device_bytes=gpu.memory_bytes, mem_fraction_static=mfs)
+                            device_bytes=gpu.memory_bytes, mem_fraction_static=mfs,
+                            world=parallel.tp * parallel.pp if parallel is not None else settings.pp)
 
     def memory_defaults(self, settings, gpu, model, parallel):
         """arg_groups/memory_hook.py handle_gpu_memory_settings for this GPU and layout."""

@@ -341,3 +341,22 @@ def test_a_page_that_does_not_divide_the_chunk_is_refused():
     assert cap("llama-3.1-8b", 8192, tp=2, dp=2, enable_dp_attention=True, page_size=64).fit.json["page_size"] == 64
     with pytest.raises(KvcalcError, match=r"\(4096 is not a multiple of 3072\)"):
         cap("llama-3.1-8b", 8192, tp=2, dp=2, enable_dp_attention=True, page_size=3072)
+
+
+def test_more_than_one_rank_rounds_free_memory_through_float32():
+    # utils/common.py get_available_gpu_memory(distributed=True): the free bytes go through a float32 tensor for
+    # the all-reduce MIN before / 2^30. H200 (150,754,820,096 B), tp 8, 136.16 GiB of weights over 8 ranks
+    import struct
+    f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]  # noqa: E731
+    device, weights = 150_754_820_096, -(-int(136.16 * GIB) // 8)  # kvcalc rounds a rank's share up
+    c = capacity("llama-3.1-70b", 131072, engine="sglang", gpu="h200", parallel=Parallel(tp=8),
+                 weights_bytes=int(136.16 * GIB))
+    assert c.weights_bytes_per_gpu == weights
+    mfs = c.budget.json["mem_fraction_static"]
+    assert mfs == 0.893
+    rest = f32(device - weights) / GIB - f32(device) / GIB * (1 - mfs)
+    exact = (device - weights) / GIB - device / GIB * (1 - mfs)
+    cell = 80 * 8 // 8 * 256 * 2  # 80 layers, one of the 8 KV heads a rank, K + V of 128, bf16
+    assert c.fit.json["cell_size_bytes"] == cell == 40960
+    assert c.fit.json["max_total_num_tokens"] == int(rest * GIB) // cell == 2_840_551
+    assert int(exact * GIB) // cell == 2_840_550  # the exact integers would give one token fewer
