@@ -30,7 +30,7 @@ HF = [sys.executable, "-m", "kvcalc", "estimate", "--hf", "tests/fixtures/hf/dee
 CAP = [sys.executable, "-m", "kvcalc", "capacity", "deepseek-v3.2", "--gpu", "h200", "--tp", "8", "-c", "128k"]
 CAP_SGLANG = CAP + ["--engine", "sglang"]
 DECODE = [sys.executable, "-m", "kvcalc", "decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "-b", "64"]
-TRANSFER = [sys.executable, "-m", "kvcalc", "transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M"]
+TRANSFER = [sys.executable, "-m", "kvcalc", "transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1048575"]
 TARGET = 1.25
 #: capacity on SGLang may take at most this much longer than the same capacity on vLLM (issue: "as fast")
 ENGINE_TARGET = 1.10

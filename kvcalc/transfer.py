@@ -87,6 +87,9 @@ class TransferPlan:
     tokens_moved: int  # prompt tokens whose cache moves (vLLM leaves the last to the decoder for Mamba hybrids)
     aux_bytes: int  # per-request metadata the connector sends beside the cache
     notes: tuple[str, ...]
+    #: what the plan's per-request figure is: the blocks / pages a request reserves, or (a pool sized by a price
+    #: per token) what its tokens are priced at
+    reserved_as: str = "reserves"
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class Transfer:
                 "cache_bytes": self.cache_bytes, "aux_bytes": self.plan.aux_bytes,
                 "transfer_bytes": self.transfer_bytes, "wire_bytes": self.wire_bytes,
                 "stored_bytes": self.stored_bytes, "reserved_bytes": self.reserved_bytes,
+                "reserved_as": self.plan.reserved_as,
                 "link": None if self.link is None else self.link.to_json(),
                 "transfer_seconds": self.transfer_seconds,
                 "links": [{"key": k.key, "bytes_per_s": k.bytes_per_s, "seconds": self.seconds_over(k)}
@@ -188,6 +192,9 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
                           param="bandwidth")
     chosen = get_link(link) if link is not None else (bandwidth_link(bandwidth) if bandwidth is not None else None)
     eng = get_engine(engine)
+    # the plan's max_model_len is the prompt; an engine that needs room past the prompt (vLLM: one output token)
+    # refuses a prompt its context check would let through
+    eng.check_prompt(spec, prompt_tokens, settings)
     p = plan(spec, prompt_tokens, precision=precision, engine=eng.name, settings=settings, tp=tp)
     tplan = eng.transfer_groups(p, spec, prompt_tokens)
     return Transfer(spec.name, eng.name, eng.title, p.precision, prompt_tokens, tp, tplan, p.analytic_bytes,

@@ -163,7 +163,7 @@ def test_readme_sglang_check_log_sample_matches():
 @pytest.mark.parametrize("args", [
     ["decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "--batch", "64"],
     ["capacity", "llama-3.1-8b", "--gpu", "h200", "-c", "128k", "--request-tokens", "8k", "--shared-prefix-tokens", "2k"],
-    ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M", "--link", "ib-ndr"],
+    ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M", "--allow-long-max-model-len", "--link", "ib-ndr"],
 ])
 def test_readme_beyond_the_footprint_samples_match(args):
     """These samples leave lines out (marked `...`): every line shown is in the real output, in order, and the

@@ -55,7 +55,8 @@ def test_state_hybrid_moves_one_state_block_and_one_token_less():
 
 
 def test_v4_pro_at_1m_on_vllm_by_hand():
-    t = transfer("deepseek-v4-pro", M, precision="fp8")
+    # a 1M prompt needs max_model_len 1M + 1, past V4-Pro's derived 1M: VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+    t = transfer("deepseek-v4-pro", M, precision="fp8", settings=_long())
     by = {g.label: g for g in t.plan.groups}
     # vLLM pads every V4 page to a multiple of 576 B: 64 x 584 = 37,376 -> 37,440; 64 x 132 (fp8 indexer) = 8,448
     # -> 8,640; 2 x 584 = 1,168 -> 1,728; a compressor state page 32,768 -> 32,832
@@ -69,6 +70,46 @@ def test_v4_pro_at_1m_on_vllm_by_hand():
     assert (by["c4_state + c4_indexer_state"].units, by["c4_state + c4_indexer_state"].unit_bytes) == \
         (2, 30 * (32_832 + 8_640))
     assert t.transfer_bytes == 5_905_065_600
+
+
+def _long():
+    from kvcalc.engines import get_engine
+
+    return get_engine("vllm").settings({"allow_long_max_model_len": True})
+
+
+def test_vllm_refuses_a_prompt_of_max_model_len(cli):
+    # input_processor.py _validate_prompt_len: a prompt of max_model_len tokens leaves no room for the one output
+    # token; Llama-3.1-8B's derived max_model_len is 131,072, so the longest prompt is 131,071
+    for tokens in (131072, 200_000):
+        with pytest.raises(KvcalcError, match=r"^context: vLLM 0\.33\.0 rejects a prompt of [\d,]+ tokens for "
+                           r"llama-3\.1-8b: the prompt plus at least one output token must fit in max_model_len, so "
+                           r"with the 131,072 it derives the longest prompt it takes is 131,071 "
+                           r"\(allow_long_max_model_len lets the context past 131,072\)$"):
+            transfer("llama-3.1-8b", tokens)
+    # 131,071 tokens: cdiv(131,071, 16) = 8,192 blocks (the block counts follow the prompt alone)
+    assert [g.units for g in transfer("llama-3.1-8b", 131071).plan.groups] == [8192]
+    # with the override vLLM serves max_model_len 131,073 and takes the 131,072-token prompt: 131,072 / 16 blocks
+    t = transfer("llama-3.1-8b", 131072, settings=_long())
+    assert [g.units for g in t.plan.groups] == [8192] and t.transfer_bytes == 8192 * 16 * LLAMA_TOKEN
+    r = cli("transfer", "llama-3.1-8b", "-c", "131072")
+    assert r.code == 2 and r.err.count("\n") == 1 and r.err.startswith("kvcalc: error: --context: vLLM")
+    assert "131,071" in r.err and "--allow-long-max-model-len" in r.err and "{{" not in r.err
+    # SGLang (managers/tp_worker.py, managers/utils.py): max_req_input_len = context_len - 1 - 5, and a prompt of
+    # that many tokens or more is refused: the longest is 131,072 - 7 = 131,065
+    with pytest.raises(KvcalcError, match=r"the longest prompt it takes is 131,065 "):
+        transfer("llama-3.1-8b", 131066, engine="sglang")
+    assert transfer("llama-3.1-8b", 131065, engine="sglang").plan.groups[0].units == 131065  # pages of 1 token
+    assert transfer("llama-3.1-8b", 131072, engine="exact").transfer_bytes == 131072 * LLAMA_TOKEN
+    r = cli("transfer", "llama-3.1-8b", "-c", "131072", "--allow-long-max-model-len", "--json")
+    assert r.code == 0 and r.json()["transfer_bytes"] == 8192 * 16 * LLAMA_TOKEN
+
+
+def test_vllm_notes_the_conv_state_layout_for_mamba_hybrids():
+    # nixl/base_worker.py asserts is_conv_state_dim_first() for a model with Mamba state (default layout "SD")
+    note = "VLLM_SSM_CONV_STATE_LAYOUT=DS"
+    assert any(note in n for n in transfer("qwen3-next-80b-a3b", 8192).plan.notes)
+    assert not any(note in n for n in transfer("llama-3.1-8b", 8192).plan.notes)
 
 
 def test_tensor_parallel_ranks_each_read_their_share():
@@ -122,6 +163,9 @@ def test_refusals_and_cli(cli):
     r = cli("transfer", "llama-3.1-8b", "--link", "nvlink9")
     assert r.code == 2 and r.err.startswith("kvcalc: error: --link") and r.err.count("\n") == 1
     r = cli("transfer", "deepseek-v4-pro", "--engine", "sglang", "-c", "1M", "--json")
+    assert r.code == 2 and "1,048,569" in r.err and "--allow-overwrite-longer-context-len" in r.err
+    r = cli("transfer", "deepseek-v4-pro", "--engine", "sglang", "-c", "1M", "--allow-overwrite-longer-context-len",
+            "--json")
     assert r.code == 0 and [g["units"] for g in r.json()["groups"]] == [4096, 1, 0]
     r = cli("transfer", "llama-3.1-8b", "--tp", "3")
     assert r.code == 2 and "--tp" in r.err and r.err.count("\n") == 1
@@ -129,3 +173,15 @@ def test_refusals_and_cli(cli):
     assert r.code == 0 and "512 pages" in r.out and "metadata" in r.out
     r = cli("transfer", "llama-3.1-8b", "--page-size", "16")
     assert r.code == 2 and "--page-size" in r.err
+
+
+def test_sglang_v4_holds_and_prices_its_fp8_layout_when_no_precision_is_asked():
+    # SGLang stores DeepSeek V4 in fp8 whatever the config's default (bf16): the bytes the request holds are the
+    # fp8 ones, and the figure beside them is the pool's price per full token, said so
+    default = transfer("deepseek-v4-pro", 8300, engine="sglang")
+    fp8 = transfer("deepseek-v4-pro", 8300, engine="sglang", precision="fp8")
+    bf16 = transfer("deepseek-v4-pro", 8300, engine="exact", precision="bf16")
+    assert default.precision == "fp8" and default.stored_bytes == fp8.stored_bytes < bf16.stored_bytes
+    assert default.plan.reserved_as.startswith("is priced") and default.to_json()["reserved_as"] == \
+        default.plan.reserved_as
+    assert transfer("llama-3.1-8b", 8192).plan.reserved_as == "reserves"

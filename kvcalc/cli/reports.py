@@ -26,11 +26,12 @@ TABLES = {
     "decode-v4-pro-fp8-1m-h200.txt": ["decode", "deepseek-v4-pro", "--precision", "fp8", "--gpu", "h200", "--batch",
                                       "64"],
     "decode-v32-fp8-1m.txt": ["decode", "deepseek-v3.2", "--precision", "fp8"],
-    "transfer-v4-pro-fp8-1m.txt": ["transfer", "deepseek-v4-pro", "--precision", "fp8", "--context", "1M"],
+    "transfer-v4-pro-fp8-1m.txt": ["transfer", "deepseek-v4-pro", "--precision", "fp8", "--context", "1M",
+                                   "--allow-long-max-model-len"],
     "transfer-v32-fp8-128k-sglang.txt": ["transfer", "deepseek-v3.2", "--precision", "fp8", "--context", "128k",
                                          "--engine", "sglang", "--tp", "8"],
     "transfer-v4-pro-fp8-1m-sglang.txt": ["transfer", "deepseek-v4-pro", "--precision", "fp8", "--context", "1M",
-                                          "--engine", "sglang", "--tp", "8"],
+                                          "--engine", "sglang", "--tp", "8", "--allow-overwrite-longer-context-len"],
 }
 PLOTS = {
     "plots/memory-vs-context.svg": (["deepseek-v3.2", "deepseek-v4-pro", "deepseek-v4-flash", "gqa8-hd128-l61"],

@@ -121,6 +121,10 @@ class Engine(ABC):
         """Refuse a tensor-parallel size the engine cannot shard this model over."""
         check_kv_heads_split(model, tp)
 
+    def default_precision(self, spec) -> str | None:
+        """The precision the engine stores ``spec`` in when none is asked (None: the model's default)."""
+        return None
+
     def pp_stages(self, num_layers: int, pp: int) -> list[range]:
         """The layers of each pipeline stage."""
         return even_stages(num_layers, pp)
@@ -161,16 +165,20 @@ class Engine(ABC):
         """The pool in the unit the cost is counted in: blocks (a paged engine), the null block(s) kept back."""
         return max(0, fit.num_blocks - p.null_blocks)
 
+    def request_blocks(self, p, tokens: int) -> tuple[int, ...]:
+        """The blocks of each group a request of ``tokens`` takes: as the planner counts its reservation at that
+        length (full groups cdiv(T, block), window and state groups their fixed share)."""
+        return p._blocks_at(tokens)
+
     def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
-        """A request of ``tokens`` in blocks, as the planner counts its reservation at that length (full
-        groups cdiv(T, block), window and state groups their fixed share); with prefix caching the whole blocks
-        of a ``shared`` prefix in the full-attention groups are held once."""
+        """A request of ``tokens`` in blocks (:meth:`request_blocks`); with prefix caching the whole blocks of a
+        ``shared`` prefix in the full-attention groups are held once."""
         from ..pool import GroupKind
         from ..workload import Cost
 
         on = getattr(settings, "prefix_caching", True)
         share = [shared // g.block_size if (on and g.kind is GroupKind.FULL) else 0 for g in p.groups]
-        own = sum(max(b - s, 0) for b, s in zip(p._blocks_at(tokens), share))
+        own = sum(max(b - s, 0) for b, s in zip(self.request_blocks(p, tokens), share))
         return Cost("blocks", max(own, 1), sum(share), {})
 
     def transfer_groups(self, p, spec, tokens: int):
@@ -218,6 +226,25 @@ class Engine(ABC):
         if derived is not None and context > derived and not getattr(settings, self.context_override):
             raise KvcalcError(f"{self.context_refusal(spec, context, derived)} ({self.title} refuses to start; "
                               f"{spec.name}'s {{{{context}}}} may be at most {derived:,}.)", param="context")
+
+    #: tokens the engine needs past a prompt within its context (the transfer's prompt is refused without them)
+    prompt_room: ClassVar[int] = 0
+    prompt_rule: ClassVar[str] = ""
+
+    def check_prompt(self, spec, prompt_tokens: int, settings) -> None:
+        """Refuse a prompt the engine rejects at its derived context: one needing ``prompt_room`` tokens past it
+        (vLLM: an output token), unless the override lifts the derived limit. Settings of another engine are
+        left to plan() to refuse."""
+        if not self.prompt_room or (settings is not None and not isinstance(settings, self.Settings)):
+            return
+        derived = self.context_limit(spec)
+        if derived is None or prompt_tokens + self.prompt_room <= derived or \
+                (self.context_override and getattr(settings, self.context_override, False)):
+            return
+        raise KvcalcError(
+            f"context: {self.title} rejects a prompt of {prompt_tokens:,} tokens for {spec.name}: {self.prompt_rule}, "
+            f"so with the {derived:,} it derives the longest prompt it takes is {derived - self.prompt_room:,} "
+            f"({{{{{self.context_override}}}}} lets the context past {derived:,})", param="context")
 
     def accepting_context(self, settings):
         """The settings with the engine's override for a context past its derived maximum (a log that shows

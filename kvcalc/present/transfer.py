@@ -28,7 +28,7 @@ def render_transfer(con, t) -> None:
     con.table(tab)
     con.print(f"Moves {format_bytes(t.transfer_bytes)} ({t.transfer_bytes:,} B) per rank"
               + (f", {format_bytes(t.wire_bytes)} over all {t.tp} ranks" if t.tp > 1 else "")
-              + f". The request holds {format_bytes(t.stored_bytes)} exactly and reserves "
+              + f". The request holds {format_bytes(t.stored_bytes)} exactly and {t.plan.reserved_as} "
               f"{format_bytes(t.reserved_bytes)} of the engine's pool.")
     for note in t.plan.notes:
         con.print(f"Note: {note}.")

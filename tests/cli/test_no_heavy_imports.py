@@ -35,7 +35,7 @@ for argv in (["estimate", "--context", "1M", "--json"], ["estimate", "deepseek-v
              ["sweep", "llama-3.1-8b", "deepseek-v4-pro", "-c", "1k..1M", "--format", "json"],
              ["estimate", "--hf", "tests/fixtures/hf/qwen3-next-80b-a3b.json"],
              ["decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "-b", "64"],
-             ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M"], ["transfer", "qwen3.5-9b", "--engine", "sglang"],
+             ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1048575"], ["transfer", "qwen3.5-9b", "--engine", "sglang"],
              ["report", "--check"]):
     try:
         main(argv)
@@ -67,7 +67,7 @@ SMALL_JOBS = [
     ["capacity", "deepseek-v3.2", "--engine", "sglang", "--gpu", "h200", "--tp", "8"],
     ["check-log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"],
     ["decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "-b", "64"],
-    ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M", "--link", "ib-ndr"],
+    ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M", "--allow-long-max-model-len", "--link", "ib-ndr"],
 ]
 
 

@@ -129,7 +129,7 @@ CASES = {
         ["decode", "llama-3.1-70b", "-c", "8k", "--gpu", "h100", "--tp", "4", "--json"],
     ],
     "transfer": [
-        ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M", "--json"],
+        ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M", "--allow-long-max-model-len", "--json"],
         ["transfer", "qwen3.5-9b", "--link", "ib-ndr", "--json"],
         ["transfer", "gpt-oss-120b", "--engine", "sglang", "--bandwidth", "40", "--json"],
         ["transfer", "deepseek-v4-flash", "--engine", "exact", "--json"],

@@ -67,6 +67,10 @@ class SglangEngine(Engine):
         return derived_context_len(spec)
 
     context_override = "allow_overwrite_longer_context_len"
+    #: managers/tp_worker.py: max_req_input_len = min(context_len - 1, kv_capacity - 1) - 5, and
+    #: managers/utils.py validate_input_length refuses a prompt of max_req_input_len tokens or more
+    prompt_room = 7
+    prompt_rule = "a prompt must be shorter than max_req_input_len = context_len - 1 - 5 (and than the KV pool less 6)"
 
     def context_refusal(self, spec, context: int, derived: int) -> str:
         """configs/model_config.py _derive_context_length: refused unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN."""
@@ -89,6 +93,13 @@ class SglangEngine(Engine):
 
     def with_parallel(self, settings, parallel):
         return replace(settings, pp=parallel.pp, dp=parallel.dp)
+
+    def default_precision(self, spec) -> str | None:
+        """DeepSeek V4: fp8 (the kv-cache dtype auto SGLang resolves for DeepseekV4ForCausalLM, the only layout
+        kvcalc models for it), whatever the config's default."""
+        if any(isinstance(c, CompressedMLA) for c in spec.components.values()) and "fp8" in spec.precisions:
+            return "fp8"
+        return None
 
     def pp_stages(self, num_layers: int, pp: int) -> list[range]:
         """distributed/utils.py get_pp_indices (SGLANG_PP_LAYER_PARTITION unset): num_layers // pp per stage,
@@ -231,7 +242,7 @@ def _v4_plan(job, lay) -> PoolPlan:
                       -(-L // page), job.total)
     used = {"kv_cache_dtype": lay.kv_dtype, "page_size": page, "swa_full_tokens_ratio": lay.swa_ratio,
             "max_running_requests": lay.mrr_per_worker, "attn_dp_size": job.settings.attn_dp}
-    return PoolPlan(NAME, VERSION, job.model.name, job.precision.name if job.precision_asked else "fp8", L,
+    return PoolPlan(NAME, VERSION, job.model.name, job.precision.name, L,
                     job.settings, used, PoolLayout.BLOCK_OUTERMOST, "DSV4PoolConfigurator (ratio mode)", 0, (group,),
                     group.page_bytes, 1, job.total, lay.notes, lambda ctx: (-(-ctx // page),), detail=lay)
 

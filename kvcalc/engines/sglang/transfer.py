@@ -40,7 +40,10 @@ def sglang_transfer(p, spec, tokens: int):
     from .dsv4 import V4Layout
 
     if isinstance(p.detail, V4Layout):
-        return TransferPlan(_v4_groups(p.detail, tokens), tokens, AUX_BYTES, NOTES)
+        # DSV4PoolConfigurator sizes the pool by a price per full token (the SWA pool shared at its ratio): the
+        # plan's per-request figure is that price, not the pages the request holds
+        return TransferPlan(_v4_groups(p.detail, tokens), tokens, AUX_BYTES, NOTES,
+                            reserved_as="is priced (bytes_per_full_token x its pages) at")
 
     def window(page: int, w: int):
         start = max(0, tokens - w) // page * page

@@ -76,6 +76,10 @@ class VllmEngine(Engine):
         return derived_max_model_len(spec)
 
     context_override = "allow_long_max_model_len"
+    #: v1/engine/input_processor.py InputProcessor._validate_prompt_len: a generating model's prompt plus at least
+    #: one output token must fit in max_model_len
+    prompt_room = 1
+    prompt_rule = "the prompt plus at least one output token must fit in max_model_len"
 
     def context_refusal(self, spec, context: int, derived: int) -> str:
         """config/model.py _get_and_verify_max_len: refused unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
@@ -100,8 +104,35 @@ class VllmEngine(Engine):
 
         return nixl_transfer(p, spec, tokens)
 
+    def request_blocks(self, p, tokens: int) -> tuple[int, ...]:
+        """A request of ``tokens`` (T) in blocks, as vLLM's scheduler admits it: scheduler_reserve_full_isl (on by
+        default, config/scheduler.py) reserves the whole sequence with apply_admission_cap=True
+        (v1/core/kv_cache_manager.py KVCacheManager.allocate_slots), and v1/core/single_type_kv_cache_manager.py
+        SingleTypeKVCacheManager.get_num_blocks_to_allocate counts min(cdiv(T, block),
+        max_admission_blocks_per_request):
+
+        * a full group: cdiv(T, block) (no cap);
+        * a sliding-window group: min(cdiv(T, block), cap), the cap being SlidingWindowSpec.
+          max_admission_blocks_per_request at the configured max_model_len (get_manager_for_kv_cache_spec), which
+          is the plan's reservation ``g.blocks_per_request`` (a group the planner wrapped in
+          UniformTypeKVCacheSpecs reaches the scheduler as its first layer's SlidingWindowSpec:
+          v1/core/kv_cache_utils.py generate_scheduler_kv_cache_config, so the cap holds for it too);
+        * a state (Mamba) group: its fixed share ``g.blocks_per_request``, the blocks a request holds at its peak
+          (MambaSpec.max_memory_usage_bytes: 2 + checkpoint blocks in align mode, 1 without prefix caching), not
+          the fewer MambaManager.get_num_blocks_to_allocate admits in one step."""
+        from ...pool import GroupKind
+
+        def blocks(g) -> int:
+            if g.kind is GroupKind.STATE:
+                return g.blocks_per_request
+            need = -(-tokens // g.block_size)
+            return min(need, g.blocks_per_request) if g.kind is GroupKind.WINDOW else need
+
+        return tuple(blocks(g) for g in p.groups)
+
     def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
-        """As the base engine counts blocks; the scheduler runs at most max_num_seqs requests at once."""
+        """As the base engine counts a request's blocks; the scheduler runs at most max_num_seqs requests at
+        once (v1/core/sched/scheduler.py max_num_running_reqs)."""
         cost = super().workload_cost(p, pool, settings, fit, tokens, shared)
         return replace(cost, limits={**cost.limits, "max_num_seqs": settings.num_seqs})
 

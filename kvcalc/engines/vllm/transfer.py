@@ -20,7 +20,12 @@ def nixl_transfer(p, spec, tokens: int):
     * one descriptor per (layer, block) of the layer's whole page, K and V together, alignment padding included
       (``nixl/base_worker.py``); a state group: the running state's block, at the state's real bytes (conv + SSM
       state, ``ssm_conv_transfer_utils.py``), not the padded page;
-    * no metadata beside the cache: the decoder recomputes the last prompt token to sample the first."""
+    * no metadata beside the cache: the decoder recomputes the last prompt token to sample the first;
+    * a Mamba / linear-attention hybrid starts only with VLLM_SSM_CONV_STATE_LAYOUT=DS (``nixl/base_worker.py``
+      asserts ``is_conv_state_dim_first()``; the default layout is "SD", ``model_executor/layers/mamba/
+      mamba_utils.py::get_conv_state_layout``). Every state kind kvcalc plans for vLLM is one the connector
+      splits (``ssm_conv_transfer_utils.py::derive_mamba_conv_split``: Mamba-1, Mamba-2 and GDN, Kimi's KDA
+      layer being a GDN one); MiniMax's linear attention, which it refuses, vLLM 0.33 no longer runs."""
 
     has_state = any(g.kind is GroupKind.STATE for g in p.groups)
     moved = tokens - 1 if has_state and tokens > 1 else tokens
@@ -35,4 +40,7 @@ def nixl_transfer(p, spec, tokens: int):
     if moved != tokens:
         notes.append(f"with state layers the prefiller computes {moved:,} of the {tokens:,} prompt tokens; the "
                      "decoder computes the last itself")
+    if has_state:
+        notes.append("vLLM's NixlConnector refuses to start a Mamba hybrid unless VLLM_SSM_CONV_STATE_LAYOUT=DS "
+                     "is set (the conv state stored dim-first; the default layout is SD)")
     return TransferPlan(out, moved, 0, tuple(notes))
