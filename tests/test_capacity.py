@@ -142,3 +142,18 @@ def test_the_api_takes_the_engines_defaults_for_the_named_gpu():
     assert a100.requests_per_replica == 256
     b200 = capacity("llama-3.1-8b", 8192, gpu="b200")
     assert (b200.plan.settings.max_num_batched_tokens, b200.plan.settings.num_seqs) == (16384, 1024)
+
+
+def test_vllm_says_how_many_of_the_requests_that_fit_it_runs_at_once(cli):
+    # 256-token requests on an H100: cdiv(256, 16) = 16 blocks each, so the pool's blocks less the null block
+    # hold (blocks - 1) // 16, over 1,024; but v1/core/sched/scheduler.py runs at most max_num_seqs 1,024 at once
+    c = capacity("llama-3.1-8b", 256, gpu="h100-sxm")
+    assert c.requests_per_replica == (c.num_blocks - 1) // 16 > 1024
+    assert c.fit.json["max_num_seqs"] == 1024 and c.fit.json["running_per_replica"] == 1024
+    assert any("runs at most max_num_seqs 1,024 at once" in n for n in c.notes)
+    few = capacity("llama-3.1-8b", 131072, gpu="h100-sxm")
+    assert few.fit.json["running_per_replica"] == few.requests_per_replica < 1024
+    assert not any("max_num_seqs" in n for n in few.notes)
+    r = cli("capacity", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", "2000", "--max-num-seqs", "512")
+    assert r.code == 0 and "runs at most max_num_seqs 512 of them at once per replica; the other 1,488 wait" in \
+        " ".join(r.out.split())

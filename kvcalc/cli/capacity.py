@@ -177,5 +177,10 @@ def _one(args: dict, spec, context: str | None, concurrency: int | None):
     best, cap = max_context(args, concurrency, limit)
     if cap is None:
         raise KvcalcError(f"--concurrency: {concurrency:,} requests do not fit at any context on this pool")
-    return cap, (f"Longest context at which {concurrency:,} requests fit per replica: {best:,} tokens "
-                 f"(searched up to {limit:,}).")
+    text = (f"Longest context at which {concurrency:,} requests fit per replica: {best:,} tokens "
+            f"(searched up to {limit:,}).")
+    running = cap.engine.running_limit(cap.plan.settings)
+    if running is not None and concurrency > running[1]:
+        text += (f" Memory only: {cap.engine.title} runs at most {running[0]} {running[1]:,} of them at once per "
+                 f"replica; the other {concurrency - running[1]:,} wait.")
+    return cap, text

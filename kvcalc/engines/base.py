@@ -148,6 +148,11 @@ class Engine(ABC):
         """The line the engine logs for this pool at start-up (None: it logs none kvcalc models)."""
         return None
 
+    def running_limit(self, settings) -> tuple[str, int] | None:
+        """(its name, requests) the scheduler runs at once per replica whatever the memory holds, where the
+        engine keeps such a cap outside its fit (None: none, or the fit counts it)."""
+        return None
+
     def fit(self, plans: list, pool: int, settings, parallel) -> Fit:
         """Requests that fit in ``pool`` bytes per GPU: every pipeline stage's plan takes the smallest block
         count, and each must hold one request (else the engine's refusal)."""

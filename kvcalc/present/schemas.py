@@ -186,8 +186,14 @@ def _sglang_figures() -> dict:
     return {"properties": props, "required": [k for k in props if k not in v4]}
 
 
+def _vllm_figures() -> dict:
+    """vLLM's fit: the scheduler's cap (max_num_seqs) and the requests it runs at once of those that fit."""
+    props = {"max_num_seqs": POS, "running_per_replica": COUNT}
+    return {"properties": props, "required": list(props)}
+
+
 #: engine -> the keys its fit adds to the capacity object (engines not named here add none, or keys left open)
-ENGINE_FIGURES = {"sglang": _sglang_figures}
+ENGINE_FIGURES = {"sglang": _sglang_figures, "vllm": _vllm_figures}
 
 
 def _engine_branches() -> list[dict]:

@@ -9,7 +9,7 @@ from ...errors import KvcalcError
 from ..base import Engine, even_stages, fraction_budget
 from .defaults import (NAME, VERSION, Settings, default_gdn_prefill_backend,
                        default_max_num_batched_tokens, default_max_num_seqs, format_gib)
-from .options import OPTIONS, SUMMARY
+from .options import OPTIONS, SUMMARY, flag
 from .planner import vllm_plan
 from . import logs as _logs
 
@@ -129,6 +129,23 @@ class VllmEngine(Engine):
             return min(need, g.blocks_per_request) if g.kind is GroupKind.WINDOW else need
 
         return tuple(blocks(g) for g in p.groups)
+
+    def running_limit(self, settings) -> tuple[str, int]:
+        """v1/core/sched/scheduler.py: max_num_running_reqs = max_num_seqs (the scheduler's cap per replica)."""
+        return "max_num_seqs", settings.num_seqs
+
+    def fit(self, plans, pool: int, settings, parallel):
+        """The memory's count, as vLLM logs its maximum concurrency, and beside it the requests the scheduler
+        runs at once: at most max_num_seqs."""
+        f = super().fit(plans, pool, settings, parallel)
+        cap = settings.num_seqs
+        running = min(f.requests_per_replica, cap)
+        notes = f.notes
+        if f.requests_per_replica > cap:
+            notes += (f"of the {f.requests_per_replica:,} requests of {plans[0].context:,} tokens that fit, vLLM's "
+                      f"scheduler runs at most max_num_seqs {cap:,} at once per replica ({flag('max_num_seqs')}); the "
+                      "rest wait",)
+        return replace(f, notes=notes, json={**f.json, "max_num_seqs": cap, "running_per_replica": running})
 
     def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
         """As the base engine counts a request's blocks; the scheduler runs at most max_num_seqs requests at
