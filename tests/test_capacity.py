@@ -157,3 +157,15 @@ def test_vllm_says_how_many_of_the_requests_that_fit_it_runs_at_once(cli):
     r = cli("capacity", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", "2000", "--max-num-seqs", "512")
     assert r.code == 0 and "runs at most max_num_seqs 512 of them at once per replica; the other 1,488 wait" in \
         " ".join(r.out.split())
+
+
+def test_a_defaulted_batch_budget_is_capped_at_max_num_seqs_times_max_model_len(cli):
+    # engine/arg_utils.py: when max_num_batched_tokens is vllm serve's default, min(max_num_seqs x max_model_len,
+    # it): 2 x 2,048 = 4,096 under 8,192; 1,024 x 4 = 4,096; a value the user gives stays
+    def mnbt(*argv):
+        return cli("capacity", "llama-3.1-8b", "--gpu", "h100-sxm", "--json", *argv).json()["engine_settings"][
+            "max_num_batched_tokens"]
+    assert mnbt("--max-num-seqs", "2", "-c", "2048") == 2 * 2048
+    assert mnbt("-c", "4") == 1024 * 4
+    assert mnbt("-c", "2048") == 8192
+    assert mnbt("--max-num-seqs", "2", "--max-num-batched-tokens", "8192", "-c", "2048") == 8192

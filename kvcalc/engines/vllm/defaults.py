@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...errors import KvcalcError
 from ...specs import GatedDeltaNetState
@@ -113,6 +113,16 @@ class Settings:
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION  # --gpu-memory-utilization
     allow_long_max_model_len: bool = False  # the environment variable VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
     max_num_seqs: int | None = None  # --max-num-seqs (None: vllm serve's 1024, capped by the token budget)
+    batched_tokens_defaulted: bool = False  # max_num_batched_tokens is vllm serve's default, not the user's
+
+    def at_context(self, max_model_len: int) -> "Settings":
+        """engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args: a defaulted
+        max_num_batched_tokens is capped at max_num_seqs x max_model_len (max_num_seqs, capped in turn by it,
+        stays: max_num_seqs x L >= max_num_seqs)."""
+        cap = self.num_seqs * max_model_len
+        if self.batched_tokens_defaulted and cap < self.max_num_batched_tokens:
+            return replace(self, max_num_batched_tokens=cap)
+        return self
 
     def __post_init__(self) -> None:
         if self.max_num_seqs is not None and self.max_num_batched_tokens < self.max_num_seqs:

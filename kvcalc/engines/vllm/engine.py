@@ -35,6 +35,7 @@ class VllmEngine(Engine):
         mem, name = (gpu.memory_bytes, gpu.name) if gpu else (None, "")
         if "max_num_batched_tokens" not in given:
             out["max_num_batched_tokens"] = default_max_num_batched_tokens(mem, name)
+            out["batched_tokens_defaulted"] = True
         if "max_num_seqs" not in given:  # unset: capped by the token budget, as vLLM defaults it
             budget = given.get("max_num_batched_tokens", out.get("max_num_batched_tokens"))
             out["max_num_seqs"] = min(default_max_num_seqs(mem, name), budget)

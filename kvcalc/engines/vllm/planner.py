@@ -86,7 +86,8 @@ def _state_notes(spec, settings: Settings, specs: list[LayerSpec], block: int, u
 
 def vllm_plan(job) -> PoolPlan:
     """The plan of one rank (``job``: :class:`kvcalc.engines.base.PlanJob`)."""
-    spec, prec, context, settings = job.model, job.precision, job.context, job.settings
+    spec, prec, context = job.model, job.precision, job.context
+    settings = job.settings.at_context(context)
     specs, block = layer_specs(spec, prec, settings, mtp=job.mtp, kv_heads_divisor=job.tp)
     grouped, rule, padding = group_layers(specs)
     kept = [g for g in ([s for s in g if s.layer in job.stage_layers] for g in grouped) if g]
