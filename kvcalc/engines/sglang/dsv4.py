@@ -160,8 +160,8 @@ def size_v4(lay: V4Layout, rest_gib: float, settings: Settings) -> V4Sizing:
     above = settings.max_total_tokens is not None and settings.max_total_tokens > full
     if settings.max_total_tokens is not None:  # calculate_pool_sizes_from_max_tokens: re-floored to the page
         full = min(full, settings.max_total_tokens) // lay.page * lay.page
-    if full <= 0:
-        raise KvcalcError("engine sglang: Not enough memory. Please try to increase {{mem_fraction_static}}.")
+    # _compute_dsv4_sizes validates the SWA pool before MemoryPoolConfig could say "Not enough memory": with no
+    # full token the SWA pool is 0 and that check refuses first
     swa = int(full * lay.swa_ratio) // lay.page * lay.page
     if lay.window + lay.page >= swa:
         raise KvcalcError(f"engine sglang: SWA pool ({swa} tokens) cannot hold even one request: the prefill "

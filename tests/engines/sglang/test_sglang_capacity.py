@@ -360,3 +360,11 @@ def test_more_than_one_rank_rounds_free_memory_through_float32():
     assert c.fit.json["cell_size_bytes"] == cell == 40960
     assert c.fit.json["max_total_num_tokens"] == int(rest * GIB) // cell == 2_840_551
     assert int(exact * GIB) // cell == 2_840_550  # the exact integers would give one token fewer
+
+
+def test_v4_with_no_room_for_a_full_token_fails_on_the_swa_floor_first():
+    # V4-Pro at tp 8 with 2 GiB: the fixed c128 state (4.21 GB) leaves no full token, so the SWA pool is 0 and
+    # _compute_dsv4_sizes's validate_swa_pool_size refuses before MemoryPoolConfig's "Not enough memory"
+    with pytest.raises(KvcalcError, match=r"SWA pool \(0 tokens\) cannot hold even one request: the prefill "
+                                          r"admission floor is sliding_window_size \(128\) \+ page_size \(256\)"):
+        capacity("deepseek-v4-pro", 1 << 20, engine="sglang", kv_memory=2 * GIB, parallel=Parallel(tp=8))
