@@ -16,7 +16,7 @@ from ..errors import KvcalcError
 from ..formats import get_format
 from ..specs import CACHE_KINDS, CacheSpec, CompressorState, RecurrentState, required_fields, spec_fields
 from ..yamlio import load_yaml
-from .model import WEIGHT_DTYPES, ModelSpec, Precision, RopeScaling, Routing, Weights
+from .model import WEIGHT_DTYPES, ModelSpec, Multimodal, Precision, RopeScaling, Routing, Weights
 from .registry import config_names, config_path, shipped_name
 from .schema import FORMAT_VERSION, MAX_INT, MAX_EXPERTS, MAX_LAYERS, MAX_PARAMS, MAX_TEXT, REQUIRED_TOP, TOP_KEYS
 
@@ -296,6 +296,24 @@ def _rope_scaling(ctx: _Ctx, data: dict) -> RopeScaling | None:
     return RopeScaling(kind, float(factor) if factor is not None else None, orig)
 
 
+def _multimodal(ctx: _Ctx, data: dict) -> Multimodal | None:
+    if "multimodal" not in data:
+        return None
+    raw = ctx.mapping(data["multimodal"], "multimodal")
+    ctx.keys(raw, "multimodal", {"text_config", "vision_config", "vision_num_hidden_layers", "vision_hidden_size",
+                                 "source", "note"}, ["text_config", "vision_config"])
+    ctx.note_source(raw, "multimodal")
+    text, has = (ctx.unwrap(raw[k], f"multimodal.{k}") for k in ("text_config", "vision_config"))
+    for key, v in (("text_config", text), ("vision_config", has)):
+        if not isinstance(v, bool):
+            raise ctx.err(f"multimodal.{key}", f"must be true or false, got {_typename(v)}")
+    out = {k: None if raw.get(k) is None else ctx.integer(raw[k], f"multimodal.{k}")
+           for k in ("vision_num_hidden_layers", "vision_hidden_size")}
+    if not has and any(v is not None for v in out.values()):
+        raise ctx.err("multimodal", "states a vision tower's sizes but vision_config: false")
+    return Multimodal(text, has, **out)
+
+
 def _architecture(ctx: _Ctx, data: dict) -> str | None:
     if "architecture" not in data:
         return None
@@ -410,6 +428,7 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         max_context=max_context,
         architecture=_architecture(ctx, data),
         rope_scaling=_rope_scaling(ctx, data),
+        multimodal=_multimodal(ctx, data),
         precisions=precisions,
         default_precision=default,
         components=components,

@@ -79,6 +79,17 @@ class RopeScaling:
 
 
 @dataclass(frozen=True)
+class Multimodal:
+    """A multimodal checkpoint (config.json with a ``text_config`` or a ``vision_config``): its vision tower as the
+    config states it, for engines that size memory by it (None: the field is not stated)."""
+
+    text_config: bool = False  # config.json nests the language model's fields in a text_config
+    vision_config: bool = False  # config.json has a vision_config
+    vision_num_hidden_layers: int | None = None  # vision_config.num_hidden_layers (not its ``depth``)
+    vision_hidden_size: int | None = None  # vision_config.hidden_size
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     display_name: str
@@ -96,6 +107,7 @@ class ModelSpec:
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
     architecture: str | None = None  # config.json architectures[0], where stated
     rope_scaling: RopeScaling | None = None  # config.json rope_scaling, where stated
+    multimodal: Multimodal | None = None  # where the checkpoint is multimodal
 
     def precision(self, name: str | None, what: str = "precision") -> Precision:
         if name is not None and not isinstance(name, str):

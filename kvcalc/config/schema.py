@@ -20,6 +20,10 @@ TOP_KEYS = {
                     "longest context from it and max_context (vLLM and SGLang by different rules)",
     "architecture": "the Hugging Face architecture class (config.json architectures[0]); engines that choose pools "
                     "by architecture (SGLang's split sliding-window pools, its Mamba cache strategy) read it",
+    "multimodal": ("present for a multimodal checkpoint (config.json has a text_config or a vision_config): "
+                   "{text_config, vision_config: whether it has them, vision_num_hidden_layers, vision_hidden_size} as vision_config "
+                   "states them (null: not stated); "
+                   "SGLang lowers its memory fraction by the vision tower's size"),
     "precisions": "precision name -> {role: storage format}",
     "default_precision": "precision used when none is asked for",
     "components": "component name -> cache spec",
@@ -115,6 +119,12 @@ def json_schema() -> dict:
             "max_context": sourced(integer),
             "rope_scaling": _rope_schema(sourced, integer),
             "architecture": sourced({"type": "string", "minLength": 1}),
+            "multimodal": {"type": "object", "additionalProperties": False, "required": ["text_config", "vision_config"],
+                           "properties": {
+                "text_config": {"type": "boolean"}, "vision_config": {"type": "boolean"},
+                "vision_num_hidden_layers": {"anyOf": [{"type": "null"}, integer]},
+                "vision_hidden_size": {"anyOf": [{"type": "null"}, integer]},
+                "source": {"type": "string"}, "note": {"type": "string"}}},
             "precisions": {"type": "object", "minProperties": 1, "additionalProperties": {
                 "type": "object", "additionalProperties": {"enum": sorted(FORMATS)},
                 "properties": {"source": {"type": "string"}, "note": {"type": "string"}}}},

@@ -10,7 +10,8 @@ from typing import Callable
 
 from .deepseek_v4 import import_v4
 from .falcon_h1 import import_falcon_h1
-from .fields import _Fields, _fail
+from ..schema import MAX_INT
+from .fields import _Fields, _fail, _show
 from .gqa import import_gqa
 from .jamba import import_jamba
 from .kimi_linear import import_kimi_linear
@@ -94,6 +95,27 @@ def _rope_scaling(fields: _Fields) -> dict | None:
     return out
 
 
+def _multimodal(fields: _Fields) -> dict | None:
+    """A multimodal checkpoint (a text_config or a vision_config beside it): the vision tower's
+    num_hidden_layers and hidden_size as vision_config states them (null where it does not: SGLang then assumes
+    24 and 1024; a ``depth`` is not read as num_hidden_layers, as transformers does not)."""
+    vc = fields.top.get("vision_config")
+    if fields.inner is None and not isinstance(vc, dict):
+        return None
+    vc = vc if isinstance(vc, dict) else {}
+
+    def count(key):
+        v = vc.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_INT):
+            raise _fail(f"{fields.file}: vision_config.{key}: expected an integer from 1 to {MAX_INT:,}, got {_show(v)}")
+        return v
+
+    has = isinstance(fields.top.get("vision_config"), dict)
+    return {"text_config": fields.inner is not None, "vision_config": has, "vision_num_hidden_layers": count("num_hidden_layers"),
+            "vision_hidden_size": count("hidden_size"),
+            "source": f"{fields.file} vision_config" if has else f"{fields.file} text_config (no vision_config)"}
+
+
 def import_config(data: dict, file: str = "config.json", name: str | None = None) -> dict:
     """The kvcalc config (a dict ready for YAML) for a Hugging Face config."""
     fields = _Fields(data, file)
@@ -115,6 +137,9 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
     arch = fields.top.get("architectures")
     if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0].strip() and len(arch[0]) <= 200:
         out["architecture"] = {"value": arch[0], "source": f"{file} architectures[0]"}
+    mm = _multimodal(fields)
+    if mm is not None:
+        out["multimodal"] = mm
     out["precisions"] = body.pop("precisions")
     dtype = fields.raw("torch_dtype") or fields.raw("dtype") or fields.top.get("torch_dtype")
     out["default_precision"] = "fp16" if dtype == "float16" and "fp16" in out["precisions"] else "bf16"

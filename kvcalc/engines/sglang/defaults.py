@@ -25,6 +25,42 @@ DSA_PAGE = 64  # arg_groups/model_overrides/deepseek_v2.py: page_size = 64 x ind
 DEFAULT_CHUNKED_PREFILL_SIZE = 8192
 #: managers/scheduler.py: max_prefill_tokens' default (logged in the summary line)
 DEFAULT_MAX_PREFILL_TOKENS = 16384
+#: configs/model_config.py multimodal_model_archs (MiMoV2ForCausalLM left out: SGLang treats it as multimodal only
+#: with both a vision_config and an audio_config, which kvcalc does not record), and the archs ModelConfig turns
+#: multimodal off for by default (mm_disabled_models)
+MULTIMODAL_ARCHS = frozenset({
+    "BailingMM2NativeForConditionalGeneration", "BailingMMNativeForConditionalGeneration",
+    "BailingMoeV3VLForConditionalGeneration", "CLIPModel", "Cohere2VisionForConditionalGeneration",
+    "Cosmos3EdgeForConditionalGeneration", "DeepseekOCRForCausalLM", "DeepseekVL2ForCausalLM",
+    "DiffusionGemmaForBlockDiffusion", "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "DotsVLMForCausalLM",
+    "EmbeddingGemma2Model", "Ernie4_5_VLMoeForConditionalGeneration", "Gemma3ForConditionalGeneration",
+    "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration",
+    "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration", "Glm5NextForConditionalGeneration",
+    "GlmAsrForConditionalGeneration", "GlmImageForConditionalGeneration", "GlmOcrForConditionalGeneration",
+    "Grok1AForCausalLM", "Grok1VForCausalLM", "InternS1ForConditionalGeneration",
+    "InternS1ProForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "InternVLChatModel", "JetVLMForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "KimiVLForConditionalGeneration", "Lfm2VlForConditionalGeneration",
+    "LightOnOCRForConditionalGeneration", "Llama4ForConditionalGeneration", "LlavaForConditionalGeneration",
+    "LlavaLlamaForCausalLM", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM", "LlavaVidForCausalLM",
+    "LocateAnythingForConditionalGeneration", "MiDashengLMModel", "MiMoV2ASRForCausalLM", "MiniCPMO", "MiniCPMV",
+    "MiniMaxM3SparseForConditionalGeneration", "Mistral3ForConditionalGeneration", "MllamaForConditionalGeneration",
+    "MossVLForConditionalGeneration", "MultiModalityCausalLM", "MuseGlimmerForConditionalGeneration",
+    "MuseSparkForConditionalGeneration", "NVILAForConditionalGeneration", "NVILALiteForConditionalGeneration",
+    "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "POINTSV15ChatModel",
+    "PaddleOCRVLForConditionalGeneration", "Phi4MMForCausalLM", "PixtralForConditionalGeneration",
+    "Qwen2AudioForConditionalGeneration", "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3ASRForConditionalGeneration", "Qwen3OmniMoeForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration", "Sarashina2VisionForCausalLM", "Step3VLForConditionalGeneration",
+    "Step3p7ForConditionalGeneration", "StepVLForConditionalGeneration", "UnlimitedOCRForCausalLM",
+    "VoxtralForConditionalGeneration", "WhisperForConditionalGeneration",
+})
+MM_DISABLED_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                               "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})
+#: SGLANG_VLM_CACHE_SIZE_MB: mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb takes it (MB / 1024 GB)
+#: off a multimodal model's KV budget (the default CPU feature transport adds no more)
+VLM_CACHE_MIB = 100
 #: arg_groups/memory_hook.py: the prefill CUDA-graph sizes stop at 4096 tokens when "llama-2" is in the model path
 LLAMA2_PREFILL_MAX_BS = 4096
 #: SGLANG_SWA_EVICTION_INTERVAL: tokens a request's SWA slots run past the window before eviction
@@ -119,6 +155,27 @@ def is_llama2_path(spec) -> bool:
     the Hugging Face repository its config came from (``sources.hub``)."""
     hub = (getattr(spec, "sources", None) or {}).get("hub", "")
     return "llama-2" in f"{spec.name} {hub}".lower()
+
+
+def is_multimodal(spec) -> bool:
+    """configs/model_config.py ModelConfig.is_multimodal: multimodal on (not one of mm_disabled_models) and the
+    architecture listed, or the config nesting a text_config (``hf_config is not hf_text_config``)."""
+    arch = spec.architecture
+    if arch in MM_DISABLED_ARCHS or arch == "MiMoV2ForCausalLM":
+        return False
+    return arch in MULTIMODAL_ARCHS or (spec.multimodal is not None and spec.multimodal.text_config)
+
+
+def vlm_mem_fraction(mem_fraction_static: float, mm) -> float:
+    """arg_groups/memory_hook.py adjust_mem_fraction_for_vlm (no post-capture sizing): without a vision_config
+    unchanged; else x 0.95 x clamp(1 - 0.1 x (layers x hidden^2 / (24 x 1024^2) - 1), 0.8, 1.05), with
+    getattr(vision_config, "num_hidden_layers", 24) and getattr(..., "hidden_size", 1024); not re-rounded."""
+    if mm is None or not mm.vision_config:
+        return mem_fraction_static
+    layers = 24 if mm.vision_num_hidden_layers is None else mm.vision_num_hidden_layers
+    hidden = 1024 if mm.vision_hidden_size is None else mm.vision_hidden_size
+    ratio = layers * hidden ** 2 / (24 * 1024 ** 2)
+    return mem_fraction_static * (0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0))))
 
 
 def derived_context_len(spec) -> int | None:

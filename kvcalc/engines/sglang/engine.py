@@ -12,7 +12,8 @@ from ...units import GIB
 from ..base import Budget, BudgetStep, Engine, Fit, even_stages
 from . import logs as _logs
 from . import sizing as S
-from .defaults import NAME, VERSION, Settings, default_mem_fraction_static, is_llama2_path
+from .defaults import (NAME, VERSION, VLM_CACHE_MIB, Settings, default_mem_fraction_static, is_llama2_path,
+                       is_multimodal, vlm_mem_fraction)
 from .options import OPTIONS, SUMMARY
 
 
@@ -32,11 +33,12 @@ class SglangBudget(Budget):
     device_bytes: int = 0
     mem_fraction_static: float = 0.0
     world: int = 1  # ranks of one replica (tp x pp): with more than one, free memory is all-reduced in float32
+    multimodal_gib: float = 0.0  # a multimodal model's post-sizing allocations, reserved out of the KV budget
 
     def pool(self, weights: int, reserve: int) -> int:
         pre = _free_gib(self.device_bytes, self.world)
         free = _free_gib(self.device_bytes - weights - reserve, self.world)
-        rest = free - pre * (1 - self.mem_fraction_static)
+        rest = free - pre * (1 - self.mem_fraction_static) - self.multimodal_gib
         if rest <= 0:
             minimum = 1 - free / pre
             raise KvcalcError(
@@ -134,22 +136,35 @@ class SglangEngine(Engine):
         if mfs is None:
             mfs = self.memory_defaults(settings, gpu, model, parallel).mem_fraction_static
         requested = int(gpu.memory_bytes * mfs)
-        return SglangBudget(requested, (BudgetStep(f"x {mfs:g} mem_fraction_static", requested, "mem_fraction_static"),),
-                            f"{mfs:g} x {gpu.memory_bytes / GIB:.2f} GiB", {"mem_fraction_static": mfs},
-                            device_bytes=gpu.memory_bytes, mem_fraction_static=mfs,
-                            world=parallel.tp * parallel.pp if parallel is not None else settings.pp)
+        mm_gib = VLM_CACHE_MIB / 1024 if model is not None and is_multimodal(model) else 0.0
+        steps = (BudgetStep(f"x {mfs:g} mem_fraction_static", requested, "mem_fraction_static"),)
+        if mm_gib:  # kv_cache_configurator.py mm_runtime_reservation_gb, taken off the rest below
+            steps += (BudgetStep(f"- {VLM_CACHE_MIB} MB multimodal cache",
+                                 requested - int(mm_gib * GIB)),)
+        return SglangBudget(requested, steps, f"{mfs:g} x {gpu.memory_bytes / GIB:.2f} GiB",
+                            {"mem_fraction_static": mfs}, device_bytes=gpu.memory_bytes, mem_fraction_static=mfs,
+                            world=parallel.tp * parallel.pp if parallel is not None else settings.pp,
+                            multimodal_gib=mm_gib)
 
     def memory_defaults(self, settings, gpu, model, parallel):
         """arg_groups/memory_hook.py handle_gpu_memory_settings for this GPU and layout."""
         mla = model is not None and any(isinstance(c, MLALatent) for c in model.components.values())
         tp = parallel.tp if parallel is not None else 1
         pp = parallel.pp if parallel is not None else settings.pp
-        return default_mem_fraction_static(gpu.memory_bytes >> 20, tp=tp, pp=pp, attn_dp=settings.attn_dp, mla=mla,
-                                           prefill_graphs=_prefill_graphs(model, pp),
-                                           max_running_requests=settings.max_running_requests,
-                                           max_total_tokens=settings.max_total_tokens,
-                                           chunked_prefill_size=settings.chunked_prefill_size,
-                                           llama2=model is not None and is_llama2_path(model))
+        md = default_mem_fraction_static(gpu.memory_bytes >> 20, tp=tp, pp=pp, attn_dp=settings.attn_dp, mla=mla,
+                                         prefill_graphs=_prefill_graphs(model, pp),
+                                         max_running_requests=settings.max_running_requests,
+                                         max_total_tokens=settings.max_total_tokens,
+                                         chunked_prefill_size=settings.chunked_prefill_size,
+                                         llama2=model is not None and is_llama2_path(model))
+        if model is None or not is_multimodal(model):
+            return md
+        if model.multimodal is None:
+            raise S.refuse(f"SGLang {VERSION} treats {model.architecture} as multimodal and lowers its memory fraction "
+                           f"by the vision tower (adjust_mem_fraction_for_vlm), but {model.name}'s config states no "
+                           "'multimodal' (kvcalc import-hf writes it from vision_config); give "
+                           "{{mem_fraction_static}}")
+        return replace(md, mem_fraction_static=vlm_mem_fraction(md.mem_fraction_static, model.multimodal))
 
     def defaults(self, given, *, gpu=None, model=None) -> dict:
         """chunked_prefill_size from the GPU's memory (handle_gpu_memory_settings), where a GPU is named."""

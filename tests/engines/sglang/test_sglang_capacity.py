@@ -2,6 +2,7 @@
 (docs/engines/sglang-0.5.23.md, each rule citing its file and function under python/sglang/srt/)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -368,3 +369,37 @@ def test_v4_with_no_room_for_a_full_token_fails_on_the_swa_floor_first():
     with pytest.raises(KvcalcError, match=r"SWA pool \(0 tokens\) cannot hold even one request: the prefill "
                                           r"admission floor is sliding_window_size \(128\) \+ page_size \(256\)"):
         capacity("deepseek-v4-pro", 1 << 20, engine="sglang", kv_memory=2 * GIB, parallel=Parallel(tp=8))
+
+
+def test_a_multimodal_model_lowers_the_fraction_by_its_vision_tower_and_reserves_its_cache():
+    # Qwen3_5ForConditionalGeneration is in configs/model_config.py multimodal_model_archs. Its vision_config
+    # states depth 27 and hidden_size 1152 but no num_hidden_layers, so adjust_mem_fraction_for_vlm takes 24:
+    # ratio 24 x 1152^2 / (24 x 1024^2) = 1.265625; factor 0.95 x (1 - 0.1 x 0.265625) = 0.924765625
+    mm = as_model("qwen3.5-9b").multimodal
+    assert (mm.text_config, mm.vision_config, mm.vision_num_hidden_layers, mm.vision_hidden_size) == \
+        (True, True, None, 1152)
+    mfs = 0.83 * (0.95 * (1 - 0.1 * (24 * 1152 ** 2 / (24 * 1024 ** 2) - 1)))
+    weights = 18 * GIB
+    c = capacity("qwen3.5-9b", 262144, engine="sglang", gpu="h100-sxm", weights_bytes=weights)
+    assert c.budget.json["mem_fraction_static"] == mfs  # H100: 0.83 before the VLM factor, not re-rounded
+    # kv_cache_configurator.py: rest = free after the load - pre x (1 - mfs) - SGLANG_VLM_CACHE_SIZE_MB 100 / 1024
+    device = 85_520_809_984
+    rest = (device - weights) / GIB - device / GIB * (1 - mfs) - 100 / 1024
+    assert c.kv_pool_bytes_per_gpu == int(rest * GIB)
+    # Gemma 3 is in mm_disabled_models: text-only, no factor, no reservation; a text model the same
+    g = capacity("gemma-3-27b", 131072, engine="sglang", gpu="h100-sxm")
+    assert g.budget.json["mem_fraction_static"] == 0.83
+
+
+def test_a_multimodal_architecture_without_its_vision_tower_is_refused_for_the_default_fraction(tmp_path):
+    text = (Path(__file__).parents[3] / "kvcalc/data/configs/qwen3.5-9b.yaml").read_text()
+    start = text.index("multimodal:")
+    end = text.index("precisions:")
+    path = tmp_path / "no-vision.yaml"
+    path.write_text(text[:start] + text[end:])
+    with pytest.raises(KvcalcError, match=r"treats Qwen3_5ForConditionalGeneration as multimodal .* states no "
+                                          r"'multimodal' .* give mem_fraction_static$"):
+        capacity(str(path), 8192, engine="sglang", gpu="h100-sxm", weights_bytes=18 * GIB)
+    given = capacity(str(path), 8192, engine="sglang", gpu="h100-sxm", weights_bytes=18 * GIB,
+                     settings=SG.settings({"mem_fraction_static": 0.8}))
+    assert given.budget.json["mem_fraction_static"] == 0.8
