@@ -161,7 +161,7 @@ def capacity(
         if dev is not None:
             notes.append("the KV pool was given directly: device memory, weights and reserve are not used")
     else:
-        budget = eng.budget(settings, dev, model=spec, parallel=parallel)
+        budget = eng.budget(settings, dev, model=spec, parallel=parallel, context=context)
         reserve = _bytes(eng.default_reserve_bytes if reserve_bytes is None else reserve_bytes, "reserve")
         w_total, w_gpu, w_source = _weights_per_gpu(spec, parallel, stages, weights_bytes)
         pool = budget.pool(w_gpu, reserve)

@@ -24,6 +24,13 @@ class GPU:
     source: str
     bandwidth_bytes_per_s: int | None = None  # peak memory bandwidth, the vendor's decimal figure
     bandwidth_source: str = ""
+    arch: str = ""  # NVIDIA "sm90" (compute capability 9.0), AMD "gfx942": engines choose kernels by it
+    arch_source: str = ""
+
+    @property
+    def sm_major(self) -> int | None:
+        """The CUDA compute capability's major (9 for sm90, 10 for sm100); None for a non-NVIDIA device."""
+        return int(self.arch[2:]) // 10 if self.arch.startswith("sm") else None
 
 
 _CATALOGUE: dict[str, GPU] | None = None

@@ -78,7 +78,7 @@ def plan(
         raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
                           f"(get_engine({eng.name!r}).settings(...)), got {what}", param="settings")
     eng.check_context(spec, context, settings)
-    prec = spec.precision(precision if precision is not None else eng.default_precision(spec))
+    prec = spec.precision(precision if precision is not None else eng.default_precision(spec, settings))
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_RANKS:
         raise KvcalcError(f"tp: must be an integer from 1 to {MAX_RANKS}, got {tp!r}"[:200], param="tp")
     eng.check_tp(spec, tp)

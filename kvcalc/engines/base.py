@@ -121,7 +121,7 @@ class Engine(ABC):
         """Refuse a tensor-parallel size the engine cannot shard this model over."""
         check_kv_heads_split(model, tp)
 
-    def default_precision(self, spec) -> str | None:
+    def default_precision(self, spec, settings=None) -> str | None:
         """The precision the engine stores ``spec`` in when none is asked (None: the model's default)."""
         return None
 
@@ -264,7 +264,7 @@ class Engine(ABC):
     reserve_note: ClassVar[str] = "activations, CUDA graphs"
 
     # ---- memory budget ----------------------------------------------------------------------------------
-    def budget(self, settings, gpu: "GPU", model=None, parallel=None) -> Budget:
+    def budget(self, settings, gpu: "GPU", model=None, parallel=None, context=None) -> Budget:
         """How one GPU's memory becomes what the engine may use (weights and reserve come off it)."""
         raise KvcalcError(f"engine: the {self.name} engine has no memory budget rule; give the KV pool directly "
                           "(kv_memory)", param="engine")

@@ -162,10 +162,10 @@ def _plan_defs() -> dict:
 def _gpu(full: bool) -> dict:
     props = {"key": STR, "name": STR, "vendor": STR, "memory_bytes": POS, "marketing": STR,
              "basis": {"enum": ["reported", "spec sheet"]}, "source": STR, "bandwidth_bytes_per_s": null(POS),
-             "bandwidth_source": STR}
+             "bandwidth_source": STR, "arch": STR, "arch_source": STR}
     if not full:
         props = {k: v for k, v in props.items() if k not in ("vendor", "marketing", "bandwidth_bytes_per_s",
-                                                             "bandwidth_source")}
+                                                             "bandwidth_source", "arch", "arch_source")}
     return obj(props)
 
 

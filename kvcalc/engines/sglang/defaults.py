@@ -61,6 +61,26 @@ MM_DISABLED_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForCondi
 #: SGLANG_VLM_CACHE_SIZE_MB: mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb takes it (MB / 1024 GB)
 #: off a multimodal model's KV budget (the default CPU feature transport adds no more)
 VLM_CACHE_MIB = 100
+#: Blackwell (SM100 / SM103: compute capability major 10, utils/common.py is_sm100_supported) picks TensorRT-LLM
+#: kernels whose pages are fixed (arg_groups/overrides.py _mla_backend_page_constraints): trtllm_mha keeps a page of
+#: 16, 32, 64 or 128, trtllm_mla one of 32 or 64, anything else (1 by default) becomes 64; fa4 (an MHA model whose K
+#: and V widths differ, model_override_base.py get_default_attn_backend) takes 128 (_fa4_page_constraint)
+TRTLLM_MHA_PAGES, TRTLLM_MLA_PAGES, TRTLLM_PAGE, FA4_PAGE = (16, 32, 64, 128), (32, 64), 64, 128
+#: arg_groups/model_overrides/deepseek_v2.py _deepseek_family_overrides: the family that takes trtllm_mla on SM100
+#: (without DSA; DeepseekV2ForCausalLM is not in it and keeps flashinfer, page 1)
+TRTLLM_MLA_ARCHS = frozenset({
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM",
+})
+#: arg_groups/model_overrides/qwen3_5.py _qwen3_5_hybrid_overrides: on SM100 these declare trtllm_mha with page 64
+#: (the extra_buffer Mamba strategy) or triton with page 1, whatever --page-size says
+QWEN3_5_SM100_ARCHS = frozenset({"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                                 "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+                                 "Qwen3_5ForConditionalGeneration"})
+#: arg_groups/attention_hook.py handle_attention_backend_compatibility: on ROCm the aiter backend (every MHA model)
+#: multiplies mem_fraction_static by 0.85 when context_len is over 8192 (the default or a given fraction alike)
+AITER_MEM_FACTOR, AITER_CONTEXT = 0.85, 8192
 #: arg_groups/memory_hook.py: the prefill CUDA-graph sizes stop at 4096 tokens when "llama-2" is in the model path
 LLAMA2_PREFILL_MAX_BS = 4096
 #: SGLANG_SWA_EVICTION_INTERVAL: tokens a request's SWA slots run past the window before eviction
@@ -206,6 +226,12 @@ class Settings:
     mamba_full_memory_ratio: float = DEFAULT_MAMBA_FULL_MEMORY_RATIO
     chunked_prefill_size: int | None = None  # None: from the GPU's memory
     allow_overwrite_longer_context_len: bool = False  # the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1
+    arch: str = "sm90"  # the GPU's architecture (kvcalc/data/gpus.yaml arch): Hopper where no GPU is named
+
+    @property
+    def sm_major(self) -> int | None:
+        """The CUDA compute capability's major; None on ROCm (where every is_sm* probe is False)."""
+        return int(self.arch[2:]) // 10 if self.arch.startswith("sm") else None
 
     @property
     def attn_dp(self) -> int:

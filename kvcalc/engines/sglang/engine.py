@@ -7,13 +7,13 @@ from dataclasses import dataclass, replace
 
 from ...errors import KvcalcError
 from ...pool import GroupKind, Layout as PoolLayout, PlanGroup, PlanPage, PoolPlan
-from ...specs import CompressedMLA, KDAState, MLALatent
+from ...specs import CompressedMLA, IndexerCache, KDAState, MLALatent
 from ...units import GIB
 from ..base import Budget, BudgetStep, Engine, Fit, even_stages
 from . import logs as _logs
 from . import sizing as S
-from .defaults import (NAME, VERSION, VLM_CACHE_MIB, Settings, default_mem_fraction_static, is_llama2_path,
-                       is_multimodal, vlm_mem_fraction)
+from .defaults import (AITER_CONTEXT, AITER_MEM_FACTOR, NAME, VERSION, VLM_CACHE_MIB, Settings,
+                       default_mem_fraction_static, is_llama2_path, is_multimodal, vlm_mem_fraction)
 from .options import OPTIONS, SUMMARY
 
 
@@ -96,10 +96,17 @@ class SglangEngine(Engine):
     def with_parallel(self, settings, parallel):
         return replace(settings, pp=parallel.pp, dp=parallel.dp)
 
-    def default_precision(self, spec) -> str | None:
-        """DeepSeek V4: fp8 (the kv-cache dtype auto SGLang resolves for DeepseekV4ForCausalLM, the only layout
-        kvcalc models for it), whatever the config's default."""
-        if any(isinstance(c, CompressedMLA) for c in spec.components.values()) and "fp8" in spec.precisions:
+    def default_precision(self, spec, settings=None) -> str | None:
+        """fp8 where SGLang's kv-cache dtype auto resolves to it whatever the config's default: DeepSeek V4
+        (overrides.py _deepseek_v4_kv_cache_dtype, the only layout kvcalc models for it) and DeepSeek DSA from
+        compute capability 10 (_dsa_kv_cache_dtype_default: "fp8_e4m3" if major >= 10, else bfloat16)."""
+        if "fp8" not in spec.precisions:
+            return None
+        comps = spec.components.values()
+        if any(isinstance(c, CompressedMLA) for c in comps):
+            return "fp8"
+        sm = getattr(settings, "sm_major", None)
+        if sm is not None and sm >= 10 and any(isinstance(c, IndexerCache) for c in comps):
             return "fp8"
         return None
 
@@ -131,10 +138,12 @@ class SglangEngine(Engine):
         return _pool_plan(job, lay)
 
     # ---- the budget -------------------------------------------------------------------------------------
-    def budget(self, settings, gpu, model=None, parallel=None):
+    def budget(self, settings, gpu, model=None, parallel=None, context=None):
         mfs = settings.mem_fraction_static
         if mfs is None:
             mfs = self.memory_defaults(settings, gpu, model, parallel).mem_fraction_static
+        if _aiter(settings, model) and context is not None and context > AITER_CONTEXT:
+            mfs *= AITER_MEM_FACTOR  # attention_hook.py: not re-rounded, a given fraction too
         requested = int(gpu.memory_bytes * mfs)
         mm_gib = VLM_CACHE_MIB / 1024 if model is not None and is_multimodal(model) else 0.0
         steps = (BudgetStep(f"x {mfs:g} mem_fraction_static", requested, "mem_fraction_static"),)
@@ -152,7 +161,7 @@ class SglangEngine(Engine):
         tp = parallel.tp if parallel is not None else 1
         pp = parallel.pp if parallel is not None else settings.pp
         md = default_mem_fraction_static(gpu.memory_bytes >> 20, tp=tp, pp=pp, attn_dp=settings.attn_dp, mla=mla,
-                                         prefill_graphs=_prefill_graphs(model, pp),
+                                         prefill_graphs=_prefill_graphs(model, pp) and settings.sm_major is not None,
                                          max_running_requests=settings.max_running_requests,
                                          max_total_tokens=settings.max_total_tokens,
                                          chunked_prefill_size=settings.chunked_prefill_size,
@@ -167,12 +176,16 @@ class SglangEngine(Engine):
         return replace(md, mem_fraction_static=vlm_mem_fraction(md.mem_fraction_static, model.multimodal))
 
     def defaults(self, given, *, gpu=None, model=None) -> dict:
-        """chunked_prefill_size from the GPU's memory (handle_gpu_memory_settings), where a GPU is named."""
-        if "chunked_prefill_size" not in given and gpu is not None:
-            from .defaults import capacity_defaults
+        """Where a GPU is named: chunked_prefill_size from its memory (handle_gpu_memory_settings) and its
+        architecture (the kernels SGLang picks on it)."""
+        if gpu is None:
+            return {}
+        from .defaults import capacity_defaults
 
-            return {"chunked_prefill_size": capacity_defaults(gpu.memory_bytes >> 20, 1)[0]}
-        return {}
+        out = {} if "arch" in given or not gpu.arch else {"arch": gpu.arch}
+        if "chunked_prefill_size" not in given:
+            out["chunked_prefill_size"] = capacity_defaults(gpu.memory_bytes >> 20, 1)[0]
+        return out
 
     # ---- requests in a pool -----------------------------------------------------------------------------
     def fit(self, plans, pool: int, settings, parallel) -> Fit:
@@ -227,6 +240,13 @@ class SglangEngine(Engine):
         return batch_pools(plan, batch, model)
 
 
+def _aiter(settings, model) -> bool:
+    """ROCm's default attention backend for an MHA model is aiter (model_override_base.py
+    get_default_attn_backend); MLA and DSA are refused there, DeepSeek V4 runs its own dsv4 backend."""
+    return settings.sm_major is None and model is not None and not any(
+        isinstance(c, (MLALatent, CompressedMLA)) for c in model.components.values())
+
+
 def _check_chunk(settings, page: int) -> None:
     """arg_groups/validation_hook.py check_server_args: "chunked_prefill_size must be divisible by page_size"
     (the chunk as divided over the attention-DP ranks, the page after the model's overrides)."""
@@ -238,7 +258,8 @@ def _check_chunk(settings, page: int) -> None:
 
 def _prefill_graphs(model, pp: int) -> bool:
     """arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility: no prefill CUDA graphs with pp > 1, for
-    DeepSeek V4, or for KDA hybrids."""
+    DeepSeek V4, or for KDA hybrids (nor off CUDA: model_executor/cuda_graph_config.py default_prefill_backend
+    is DISABLED there, which memory_defaults applies)."""
     if pp > 1 or model is None:
         return pp == 1
     return not any(isinstance(c, (CompressedMLA, KDAState)) for c in model.components.values())

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from ...errors import KvcalcError
 from ...specs import FullAttention, IndexerCache, MLALatent, RecurrentState, SlidingWindowAttention
 from ...units import GIB
-from .defaults import (DEFAULT_SWA_FULL_TOKENS_RATIO, DSA_PAGE, DSA_QUANT_BLOCK, HYBRID_SWA_ARCHS,
+from .defaults import (DEFAULT_SWA_FULL_TOKENS_RATIO, DSA_PAGE, DSA_QUANT_BLOCK, FA4_PAGE, HYBRID_SWA_ARCHS,
                        MAMBA_BASE_SLOTS, MAMBA_EXTRA_BUFFER_ARCHS, MAMBA_EXTRA_BUFFER_SLOTS, MRR_MAX, MRR_MIN,
-                       MRR_SCALE, SWA_EVICTION_INTERVAL, VERSION, WINDOW_MINUS_ONE_ARCHS, Settings)
+                       MRR_SCALE, QWEN3_5_SM100_ARCHS, SWA_EVICTION_INTERVAL, TRTLLM_MHA_PAGES, TRTLLM_MLA_ARCHS,
+                       TRTLLM_MLA_PAGES, TRTLLM_PAGE, VERSION, WINDOW_MINUS_ONE_ARCHS, Settings)
 
 INT64_MAX = (1 << 63) - 1  # torch.iinfo(torch.int64).max
 #: SGLang's --kv-cache-dtype names -> (torch dtype as its logs print it, bytes per element)
@@ -169,6 +170,36 @@ def _state_charged(model, attn_tp: int, arch, settings: Settings, stages) -> int
     return int(total * (most / max(len(ids), 1)))
 
 
+def _page(model, settings: Settings, dsa: bool, mla: bool, asym: bool, notes: list) -> int:
+    """The page size SGLang runs, from --page-size (None: 1) and the overrides that win over it."""
+    user, arch = settings.page_size, model.architecture
+    if settings.sm_major is None and (dsa or mla):
+        raise refuse(f"MLA and DSA caches on ROCm ({settings.arch}: aiter or triton by KV heads per rank, DSA pages "
+                     f"by SGLANG_USE_AITER) are not modelled for SGLang {VERSION}")
+    if dsa:
+        # arg_groups/model_overrides/deepseek_v2.py: the override declares page_size = 64 x index_kpool on CUDA,
+        # unconditionally, and a declaration is the last writer (arg_groups/overrides.py)
+        if user is not None and user != DSA_PAGE:
+            notes.append(f"SGLang {VERSION} replaces page_size {user} with {DSA_PAGE} for DeepSeek DSA on CUDA (it "
+                         f"logs 'Setting page size to {DSA_PAGE} for DeepSeek DSA.')")
+        return DSA_PAGE
+    if settings.sm_major != 10:
+        return user or 1
+    if mla:
+        backend, page = ("trtllm_mla", user if user in TRTLLM_MLA_PAGES else TRTLLM_PAGE) \
+            if arch in TRTLLM_MLA_ARCHS else ("flashinfer", user or 1)
+    elif arch in QWEN3_5_SM100_ARCHS:
+        backend, page = ("trtllm_mha", TRTLLM_PAGE) if arch in MAMBA_EXTRA_BUFFER_ARCHS else ("triton", 1)
+    elif asym:
+        backend, page = "fa4", FA4_PAGE
+    else:
+        backend, page = "trtllm_mha", user if user in TRTLLM_MHA_PAGES else TRTLLM_PAGE
+    if page != (user or 1):
+        notes.append(f"SGLang {VERSION} picks the {backend} attention backend on {settings.arch}, with page_size "
+                     f"{page}" + (f", not the {user} asked" if user else ""))
+    return page
+
+
 def layout(model, precision: str | None, settings: Settings, tp: int, stage_layers, stages=None) -> Layout:
     """The pools of one rank of tensor-parallel size ``tp`` (attention TP = tp // attn_dp); ``stages``: every
     pipeline stage's layers (pp > 1)."""
@@ -195,13 +226,7 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
                      + (f"{arch} is not one" if arch else "the config states no architecture")
                      + "; the window is applied in the kernel only")
         dense, sliding = full, []
-    page = settings.page_size or (DSA_PAGE if dsa else 1)
-    if dsa and page != DSA_PAGE:
-        # arg_groups/model_overrides/deepseek_v2.py: the override declares page_size = 64 x index_kpool on CUDA,
-        # unconditionally, and a declaration is the last writer (arg_groups/overrides.py)
-        notes.append(f"SGLang {VERSION} replaces page_size {page} with {DSA_PAGE} for DeepSeek DSA on CUDA (it logs "
-                     f"'Setting page size to {DSA_PAGE} for DeepSeek DSA.')")
-        page = DSA_PAGE
+    page = _page(model, settings, dsa, bool(mla), any(c.head_dim != c.value_dim for _, c in full), notes)
     first = (dense or sliding or [(None, None)])[0][1]
     swa = sliding[0][1] if sliding else None
     mla_dim = 0
@@ -209,7 +234,9 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
         latent = mla[0][1]
         # kv_cache_configurator.py calculate_mla_kv_cache_dim: DSA in fp8 packs 512 fp8 + 4 scales + 64 bf16 RoPE
         rank = latent.dim - latent.rope_dim
-        mla_dim = rank + rank // 128 * 4 + latent.rope_dim * 2 if (dsa and kv_size == 1) else latent.dim
+        # (FlashMLA's layout); from compute capability 10 the trtllm DSA kernels keep the raw 576 B row
+        packed = dsa and kv_size == 1 and (settings.sm_major or 0) < 10
+        mla_dim = rank + rank // 128 * 4 + latent.rope_dim * 2 if packed else latent.dim
     window = None
     if swa is not None:
         window = swa.window - 1 if arch in WINDOW_MINUS_ONE_ARCHS else swa.window

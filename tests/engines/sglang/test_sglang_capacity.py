@@ -11,6 +11,7 @@ from kvcalc.config import as_model
 from kvcalc.engines import get_engine
 from kvcalc.engines.sglang.defaults import default_mem_fraction_static, prefill_graph_sizes
 from kvcalc.errors import KvcalcError
+from kvcalc.hardware import get_gpu
 
 GIB = 1 << 30
 SG = get_engine("sglang")
@@ -403,3 +404,48 @@ def test_a_multimodal_architecture_without_its_vision_tower_is_refused_for_the_d
     given = capacity(str(path), 8192, engine="sglang", gpu="h100-sxm", weights_bytes=18 * GIB,
                      settings=SG.settings({"mem_fraction_static": 0.8}))
     assert given.budget.json["mem_fraction_static"] == 0.8
+
+
+def _on(gpu, model, context=8192, kv=10 ** 10, **settings):
+    return capacity(model, context, engine="sglang", gpu=gpu, kv_memory=kv,
+                    settings=SG.settings(settings, gpu=get_gpu(gpu)))
+
+
+def test_blackwell_takes_trtllm_pages():
+    # SM100 (B200: compute capability 10.0): get_default_attn_backend gives an MHA model trtllm_mha, and
+    # _mla_backend_page_constraints turns a page outside 16 / 32 / 64 / 128 (1 by default) into 64
+    j = _on("b200", "llama-3.1-8b").fit.json
+    assert j["page_size"] == 64 and j["max_total_num_tokens"] == 10 ** 10 // 131072 // 64 * 64 == 76288
+    assert _on("h200", "llama-3.1-8b").fit.json["max_total_num_tokens"] == 10 ** 10 // 131072 == 76293
+    assert [_on("b200", "llama-3.1-8b", page_size=p).fit.json["page_size"] for p in (1, 16, 128, 256)] == \
+        [64, 16, 128, 64]
+    # DeepseekV3ForCausalLM (DeepSeek-V3, Kimi-K2) takes trtllm_mla: 32 or 64 kept, else 64; DeepseekV2 keeps 1
+    assert [_on("b200", "deepseek-v3", page_size=p).fit.json["page_size"] for p in (None, 16, 32)] == [64, 64, 32]
+    assert _on("b200", "deepseek-v2-lite").fit.json["page_size"] == 1
+    # Qwen3.5 (qwen3_5.py on SM100, extra_buffer): page 64 whatever is asked
+    assert _on("b200", "qwen3.5-9b", page_size=16, mem_fraction_static=0.8).fit.json["page_size"] == 64
+    # SM120 (RTX 5090) and Hopper stay on page 1
+    assert _on("rtx-5090", "llama-3.1-8b").fit.json["page_size"] == 1
+
+
+def test_dsa_from_compute_capability_10_is_fp8_in_the_raw_576_byte_row():
+    # _dsa_kv_cache_dtype_default: fp8_e4m3 from major 10; the trtllm DSA backends keep kv_lora_rank +
+    # qk_rope_head_dim = 576 B (not FlashMLA's 656); plus 128 + 4 B of indexer keys, 61 layers
+    c = _on("b200", "deepseek-v3.2", 131072)
+    assert c.plan.precision == "fp8" and c.fit.json["kv_cache_dtype"] == "fp8_e4m3"
+    assert c.fit.json["cell_size_bytes"] == (576 + 132) * 61 == 43188
+    assert _on("h200", "deepseek-v3.2", 131072).fit.json["cell_size_bytes"] == (576 * 2 + 132) * 61
+    assert _on("h200", "deepseek-v3.2", 131072).plan.precision == "bf16"
+    assert _on("b200", "deepseek-v3.2", 131072).fit.json["page_size"] == 64
+
+
+def test_rocm_runs_aiter_without_prefill_graphs_and_takes_085_past_8192_tokens():
+    # MI300X (196,592 MiB): no prefill CUDA graphs off CUDA (default_prefill_backend DISABLED); reserved = 512 +
+    # 1.5 x 16,384 + 1,024 / 8 + 2 x 512 decode graphs = 26,240 MiB; aiter x 0.85 when context_len > 8192
+    mfs = round((196592 - 26240) / 196592, 3)
+    assert mfs == 0.867
+    at = lambda c: capacity("llama-3.1-8b", c, engine="sglang", gpu="mi300x").budget.json[  # noqa: E731
+        "mem_fraction_static"]
+    assert at(8192) == mfs and at(8193) == mfs * 0.85
+    with pytest.raises(KvcalcError, match=r"MLA and DSA caches on ROCm \(gfx942"):
+        capacity("deepseek-v3", 8192, engine="sglang", gpu="mi300x", parallel=Parallel(tp=8))
