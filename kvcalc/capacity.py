@@ -147,6 +147,7 @@ def capacity(
     dev = get_gpu(gpu) if isinstance(gpu, str) else gpu
     # the engine's defaults for this GPU and model (vLLM's batch limits, SGLang's chunk), as the CLI builds them
     settings = eng.with_parallel(settings if settings is not None else eng.settings(gpu=dev, model=spec), parallel)
+    settings = eng.at_context(settings, context)
     notes: list[str] = []
     if dev is None and kv_memory is None:
         raise KvcalcError("gpu: name a GPU or give the KV pool of each GPU directly (kv_memory)", param="gpu")
@@ -161,7 +162,7 @@ def capacity(
         if dev is not None:
             notes.append("the KV pool was given directly: device memory, weights and reserve are not used")
     else:
-        budget = eng.budget(settings, dev, model=spec, parallel=parallel, context=context)
+        budget = eng.budget(settings, dev, model=spec, parallel=parallel)
         reserve = _bytes(eng.default_reserve_bytes if reserve_bytes is None else reserve_bytes, "reserve")
         w_total, w_gpu, w_source = _weights_per_gpu(spec, parallel, stages, weights_bytes)
         pool = budget.pool(w_gpu, reserve)
@@ -236,4 +237,9 @@ def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capa
     best = eng.max_context(plans, pool, concurrency, limit, settings, par)
     if best < 1:
         return 0, None
-    return best, capacity(context=best, **cap_args)
+    cap = capacity(context=best, **cap_args)
+    if cap.kv_pool_bytes_per_gpu != pool:
+        raise KvcalcError(f"concurrency: {eng.title}'s pool depends on the context here ({pool:,} B at 1 token, "
+                          f"{cap.kv_pool_bytes_per_gpu:,} B at {best:,}), which the search assumes it does not; "
+                          "give {{context}} instead and read the count", param="concurrency")
+    return best, cap

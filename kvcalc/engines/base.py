@@ -109,6 +109,11 @@ class Engine(ABC):
             return replace(settings, pp=pp)
         return settings
 
+    def at_context(self, settings, context: int):
+        """The settings for max_model_len ``context``, where the engine's own depend on it (by default: as they
+        are)."""
+        return settings
+
     def with_parallel(self, settings, parallel):
         """The settings for a parallel layout (by default: its pipeline stages)."""
         return self.with_pp(settings, parallel.pp)
@@ -264,7 +269,7 @@ class Engine(ABC):
     reserve_note: ClassVar[str] = "activations, CUDA graphs"
 
     # ---- memory budget ----------------------------------------------------------------------------------
-    def budget(self, settings, gpu: "GPU", model=None, parallel=None, context=None) -> Budget:
+    def budget(self, settings, gpu: "GPU", model=None, parallel=None) -> Budget:
         """How one GPU's memory becomes what the engine may use (weights and reserve come off it)."""
         raise KvcalcError(f"engine: the {self.name} engine has no memory budget rule; give the KV pool directly "
                           "(kv_memory)", param="engine")

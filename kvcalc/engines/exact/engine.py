@@ -86,7 +86,7 @@ class ExactEngine(Engine):
     def summary_line(self, cap) -> str:
         return f"exact bytes: a request holds {cap.plan.analytic_bytes:,} B, no page or block rounding"
 
-    def budget(self, settings, gpu, model=None, parallel=None, context=None):
+    def budget(self, settings, gpu, model=None, parallel=None):
         return fraction_budget(gpu, settings.gpu_memory_utilization, "gpu_memory_utilization")
 
 

@@ -227,6 +227,7 @@ class Settings:
     chunked_prefill_size: int | None = None  # None: from the GPU's memory
     allow_overwrite_longer_context_len: bool = False  # the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1
     arch: str = "sm90"  # the GPU's architecture (kvcalc/data/gpus.yaml arch): Hopper where no GPU is named
+    context_length: int | None = None  # --context-length as capacity plans it (set from the context asked)
 
     @property
     def sm_major(self) -> int | None:

@@ -96,6 +96,10 @@ class SglangEngine(Engine):
     def with_parallel(self, settings, parallel):
         return replace(settings, pp=parallel.pp, dp=parallel.dp)
 
+    def at_context(self, settings, context: int):
+        """context_len is the context asked (--context-length): ROCm's aiter fraction reads it."""
+        return replace(settings, context_length=context) if settings.context_length != context else settings
+
     def default_precision(self, spec, settings=None) -> str | None:
         """fp8 where SGLang's kv-cache dtype auto resolves to it whatever the config's default: DeepSeek V4
         (overrides.py _deepseek_v4_kv_cache_dtype, the only layout kvcalc models for it) and DeepSeek DSA from
@@ -138,11 +142,11 @@ class SglangEngine(Engine):
         return _pool_plan(job, lay)
 
     # ---- the budget -------------------------------------------------------------------------------------
-    def budget(self, settings, gpu, model=None, parallel=None, context=None):
+    def budget(self, settings, gpu, model=None, parallel=None):
         mfs = settings.mem_fraction_static
         if mfs is None:
             mfs = self.memory_defaults(settings, gpu, model, parallel).mem_fraction_static
-        if _aiter(settings, model) and context is not None and context > AITER_CONTEXT:
+        if _aiter(settings, model) and (settings.context_length or 0) > AITER_CONTEXT:
             mfs *= AITER_MEM_FACTOR  # attention_hook.py: not re-rounded, a given fraction too
         requested = int(gpu.memory_bytes * mfs)
         mm_gib = VLM_CACHE_MIB / 1024 if model is not None and is_multimodal(model) else 0.0

@@ -49,7 +49,7 @@ class VllmEngine(Engine):
     def plan(self, job):
         return vllm_plan(job)
 
-    def budget(self, settings, gpu, model=None, parallel=None, context=None):
+    def budget(self, settings, gpu, model=None, parallel=None):
         return fraction_budget(gpu, settings.gpu_memory_utilization, "gpu_memory_utilization")
 
     def refusal(self, p, pool: int) -> str:
