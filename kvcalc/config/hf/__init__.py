@@ -5,16 +5,20 @@ config has one, never ``hidden_size / heads`` then); a value it must derive says
 does not understand fails closed: an unknown ``model_type``, a layer type it has no cache kind for, a field it
 needs but the file lacks, each one line naming the field, and the list of families it knows.
 
+A field the config omits takes its transformers class default where the class states one (``hf/defaults.py``:
+vLLM reads config.json through that class, so Gemma 3's diff-style ``text_config`` means head_dim 256 and 131,072
+positions); the source then says so.
+
 Families (``model_type``; nested ``text_config`` read for multimodal checkpoints):
 
-* full / sliding-window attention (GQA, MQA, MHA): llama (Llama 2, 3, 3.1), mistral (global
-  ``sliding_window``), mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, phi3 (Phi-3, Phi-4), gemma, gemma2 and
+* full / sliding-window attention (GQA, MQA, MHA): llama (Llama 2, 3, 3.1; a ``sliding_window`` slides every
+  layer), mistral (global ``sliding_window``; 0 means none), mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, phi3 (Phi-3, Phi-4), gemma, gemma2 and
   gemma3 (local/global patterns; the default pattern when the config omits it), gpt_oss (``layer_types``);
 * MLA: deepseek_v2, deepseek_v3, kimi_k2 (``kv_lora_rank + qk_rope_head_dim``, MTP layers);
 * MLA + indexer (DSA): deepseek_v32, glm_moe_dsa;
 * DeepSeek V4 (deepseek_v4): ``compress_ratios`` per layer (0 window only, 4 c4a, 128 c128a), the window in
   every layer, compressor state, MTP layers;
-* hybrids with fixed recurrent state: qwen3_next and qwen3_5 (gated DeltaNet layers + full attention every
+* hybrids with fixed recurrent state: qwen3_next, qwen3_5 and qwen3_5_moe (gated DeltaNet layers + full attention every
   ``full_attention_interval`` or as ``layer_types`` says; ``mamba_ssm_dtype``; Qwen3.5's MTP layer), nemotron_h (``hybrid_override_pattern``: M Mamba-2, * attention, - and E
   layers without cache), jamba (Mamba-1 + attention every ``attn_layer_period``), falcon_h1 (attention and
   Mamba-2 side by side in every layer), minimax and minimax_m1 (``attn_type_list``: lightning linear

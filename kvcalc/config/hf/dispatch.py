@@ -38,6 +38,7 @@ DISPATCH: dict[str, Mapper] = {
     "deepseek_v4": import_v4,
     # hybrids with fixed recurrent state
     "qwen3_next": import_qwen3_next, "qwen3_5": import_qwen3_next, "qwen3_5_text": import_qwen3_next,
+    "qwen3_5_moe": import_qwen3_next, "qwen3_5_moe_text": import_qwen3_next,
     "nemotron_h": import_nemotron_h,
     "jamba": import_jamba,
     "falcon_h1": import_falcon_h1,
@@ -120,6 +121,7 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
     """The kvcalc config (a dict ready for YAML) for a Hugging Face config."""
     fields = _Fields(data, file)
     mt = model_type(fields)
+    fields.use_defaults(mt)
     mapper = DISPATCH.get(mt)
     if mapper is None:
         raise _fail(f"{file}: model_type: {mt!r} is not a family kvcalc imports (supported: {', '.join(SUPPORTED)})")
@@ -129,8 +131,11 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
     out["sources"] = {"config.json": f"{file} (model_type {mt}; imported by kvcalc import-hf)"}
     if fields.has("max_position_embeddings"):
         mp = fields.raw("max_position_embeddings")
-        if isinstance(mp, (int, float)) and not isinstance(mp, bool) and math.isfinite(mp) and 1 <= mp <= 1 << 40:
-            out["max_context"] = {"value": int(mp), "source": fields.src("max_position_embeddings")}
+        if not (isinstance(mp, (int, float)) and not isinstance(mp, bool) and math.isfinite(mp)
+                and 1 <= mp <= 1 << 40 and mp == int(mp)):
+            raise _fail(f"{fields.where('max_position_embeddings')}: expected a whole number of tokens, got "
+                        f"{_show(mp)}")
+        out["max_context"] = {"value": int(mp), "source": fields.src("max_position_embeddings")}
     rope = _rope_scaling(fields)
     if rope is not None:
         out["rope_scaling"] = rope

@@ -22,22 +22,39 @@ class _Fields:
         self.inner = tc if isinstance(tc, dict) else None
         self.prefix = "text_config." if self.inner is not None else ""
         self.cfg = self.inner if self.inner is not None else top
+        self.defaults: dict = {}
+        self.defaults_class = ""
+
+    def use_defaults(self, model_type: str) -> None:
+        """Fields config.json omits take the transformers class default (kvcalc/config/hf/defaults.py)."""
+        from .defaults import CLASS_DEFAULTS
+
+        self.defaults_class, self.defaults = CLASS_DEFAULTS.get(model_type, ("", {}))
+
+    def _get(self, key: str) -> Any:
+        return self.cfg[key] if key in self.cfg else self.defaults.get(key)
+
+    def defaulted(self, key: str) -> bool:
+        """The value is the class default: config.json omits the field."""
+        return key not in self.cfg and key in self.defaults
 
     def has(self, key: str) -> bool:
-        return self.cfg.get(key) is not None
+        return self._get(key) is not None
 
     def src(self, key: str) -> str:
+        if self.defaulted(key):
+            return f"transformers {self.defaults_class} default {key} (config.json omits it)"
         return f"config.json {self.prefix}{key}"
 
     def raw(self, key: str, default: Any = None) -> Any:
-        v = self.cfg.get(key)
+        v = self._get(key)
         return default if v is None else v
 
     def where(self, key: str) -> str:
         return f"{self.file}: {self.prefix}{key}"
 
     def int(self, key: str, minimum: int = 1, default: int | None = None, maximum: int = MAX_INT) -> int:
-        v = self.cfg.get(key)
+        v = self._get(key)
         if v is None:
             if default is not None:
                 return default
@@ -55,7 +72,7 @@ class _Fields:
 
     def flag(self, key: str, default: bool = False) -> bool:
         """A boolean field (a string such as "false" is refused, not taken as true)."""
-        v = self.cfg.get(key)
+        v = self._get(key)
         if v is None:
             return default
         if not isinstance(v, bool):
@@ -64,7 +81,7 @@ class _Fields:
 
     def listed(self, key: str, n: int | None = None, what: str = "values") -> list | None:
         """A list field (None when absent); with ``n``, exactly n entries."""
-        v = self.cfg.get(key)
+        v = self._get(key)
         if v is None:
             return None
         if not isinstance(v, list) or (n is not None and len(v) != n):

@@ -25,6 +25,9 @@ def _layer_types(fields: _Fields, mt: str, n: int) -> tuple[list[str], str]:
             k, how = 6, "transformers Gemma3TextConfig default sliding_window_pattern 6 (the config omits it)"
         return ["sliding_attention" if (i + 1) % k else "full_attention" for i in range(n)], \
             f"{how}: every {k}th layer global"
+    if fields.raw("sliding_window") == 0:  # config/model.py: "Some checkpoints set sliding_window to 0 to
+        # indicate that sliding window is disabled" (vLLM sets it to None)
+        return ["full_attention"] * n, f"{fields.src('sliding_window')} 0: no sliding window, every layer full"
     if mt in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
         if fields.flag("use_sliding_window") and fields.has("sliding_window"):
             m = fields.int("max_window_layers", minimum=0)
@@ -32,7 +35,8 @@ def _layer_types(fields: _Fields, mt: str, n: int) -> tuple[list[str], str]:
                     f"{fields.src('use_sliding_window')} true: layers from max_window_layers ({m}) on slide "
                     "(transformers Qwen2Config)")
         return ["full_attention"] * n, f"{fields.src('use_sliding_window')} false or absent: every layer full"
-    if mt in ("mistral", "mixtral", "phi3") and fields.has("sliding_window"):
+    if mt in ("mistral", "mixtral", "phi3", "llama") and fields.has("sliding_window"):
+        # no layer_types: vLLM's cache_config.sliding_window applies to every layer (engine/arg_utils.py)
         return ["sliding_attention"] * n, f"{fields.src('sliding_window')} set: every layer slides"
     if mt == "gemma" or mt == "llama" or mt in ("mistral", "mixtral", "phi3"):
         return ["full_attention"] * n, "no sliding window in the config: every layer full"

@@ -535,3 +535,59 @@ def test_hf_on_compare_sweep_and_plot(cli):
     assert r.json()["bytes_per_sequence"] == [1024 * 32 * 4096, 1024 * 36 * 4096]
     r = cli("compare", "llama-3.1-8b")
     assert r.code == 2 and "compare takes two models" in r.err
+
+
+def test_a_field_the_config_omits_takes_its_transformers_class_default():
+    # google/gemma-3-4b-it writes its text_config as a diff against transformers' Gemma3TextConfig (as quoted in
+    # public tests): no head counts, no head_dim, no max_position_embeddings. vLLM reads them through the class:
+    # 8 heads, 4 KV heads, head_dim 256 (not 2560 / 8 = 320), 131,072 positions (configuration_gemma3.py)
+    data = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+            "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                            "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                            "sliding_window": 1024},
+            "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27, "model_type": "siglip_vision_model"}}
+    cfg = import_config(data)
+    full = cfg["components"]["full"]
+    assert full["kv_heads"]["value"] == 4 and full["head_dim"]["value"] == 256
+    assert "Gemma3TextConfig default" in full["head_dim"]["source"]
+    assert cfg["max_context"]["value"] == 131072
+    assert cfg["multimodal"] == {"text_config": True, "vision_config": True, "vision_num_hidden_layers": 27,
+                                 "vision_hidden_size": 1152, "source": "config.json vision_config"}
+    # 34 layers, every 6th global: 5 global, 29 local of 1,024 tokens
+    assert cfg["layers"]["select"].count("full_attention") == 34 // 6 == 5
+    # a value the config states wins over the class default, and an explicit null stays null (no window)
+    data["text_config"].update(head_dim=128, num_key_value_heads=2)
+    assert import_config(data)["components"]["full"]["head_dim"]["value"] == 128
+    mistral = {"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "sliding_window": None}
+    assert "sliding" not in import_config(mistral)["components"]
+    # MistralConfig's default window is 4096: a config without the key slides at 4096, as vLLM does
+    del mistral["sliding_window"]
+    assert import_config(mistral)["components"]["sliding"]["window"]["value"] == 4096
+
+
+def test_malformed_context_fields_are_refused_not_dropped():
+    data = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+            "max_position_embeddings": "32768"}
+    with pytest.raises(KvcalcError, match=r"max_position_embeddings: expected a whole number of tokens, got '32768'"):
+        import_config(data)
+
+
+def test_a_zero_window_is_none_and_a_llama_window_slides_every_layer():
+    base = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+            "num_key_value_heads": 2}
+    # config/model.py: sliding_window 0 means disabled (vLLM sets it to None)
+    assert set(import_config({**base, "sliding_window": 0})["components"]) == {"full"}
+    assert set(import_config({**base, "model_type": "mistral", "sliding_window": 0})["components"]) == {"full"}
+    # a llama config with a window: no layer_types, so vLLM slides every layer at it
+    cfg = import_config({**base, "sliding_window": 4096})
+    assert set(cfg["components"]) == {"sliding"} and cfg["components"]["sliding"]["window"]["value"] == 4096
+
+
+def test_qwen3_5_moe_imports_as_its_dense_sibling():
+    # Qwen/Qwen3.5-35B-A3B (model_type qwen3_5_moe, text_config qwen3_5_moe_text): every 4th of 40 layers full
+    # attention, 2 KV heads x 256 x (K, V) x 2 B = 2,048 B a token; 30 gated DeltaNet layers of conv
+    # (2 x 16 x 128 + 32 x 128) x (4 - 1) x 2 B = 49,152 B and state 32 x 128 x 128 x 4 B (mamba_ssm_dtype float32)
+    per_gdn = (2 * 16 * 128 + 32 * 128) * 3 * 2 + 32 * 128 * 128 * 4
+    assert per_gdn == 2_146_304
+    assert _bytes("qwen3.5-35b-a3b", 32768) == 10 * 32768 * 2048 + 30 * per_gdn == 735_477_760
