@@ -142,8 +142,9 @@ def _warn_long(engs, caps, spec, refused) -> None:
 
 
 def _default_context(engs, spec) -> str:
-    """The engines' own default: the longest context each derives (the shortest side by side); 1M without one."""
-    limits = [n for n in (e.context_limit(spec) for e in engs) if n is not None]
+    """The engines' own default (the longest context each derives, or vLLM's LongRoPE default; the shortest side by
+    side); 1M without one."""
+    limits = [n for n in (e.default_context(spec) for e in engs) if n is not None]
     return str(min(limits)) if limits else "1M"
 
 

@@ -429,6 +429,9 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         architecture=_architecture(ctx, data),
         rope_scaling=_rope_scaling(ctx, data),
         multimodal=_multimodal(ctx, data),
+        original_max_position_embeddings=(ctx.integer(data["original_max_position_embeddings"],
+                                                      "original_max_position_embeddings")
+                                          if "original_max_position_embeddings" in data else None),
         precisions=precisions,
         default_precision=default,
         components=components,

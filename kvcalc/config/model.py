@@ -108,6 +108,7 @@ class ModelSpec:
     architecture: str | None = None  # config.json architectures[0], where stated
     rope_scaling: RopeScaling | None = None  # config.json rope_scaling, where stated
     multimodal: Multimodal | None = None  # where the checkpoint is multimodal
+    original_max_position_embeddings: int | None = None  # config.json's top-level one (LongRoPE models)
 
     def precision(self, name: str | None, what: str = "precision") -> Precision:
         if name is not None and not isinstance(name, str):

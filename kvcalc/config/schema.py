@@ -18,6 +18,8 @@ TOP_KEYS = {
     "max_context": "max_position_embeddings (tokens)",
     "rope_scaling": "config.json rope_scaling {type, factor, original_max_position_embeddings}: engines derive their "
                     "longest context from it and max_context (vLLM and SGLang by different rules)",
+    "original_max_position_embeddings": ("config.json's own original_max_position_embeddings, for a LongRoPE model "
+                                         "(vLLM defaults max_model_len to it; the limit stays the derived one)"),
     "architecture": "the Hugging Face architecture class (config.json architectures[0]); engines that choose pools "
                     "by architecture (SGLang's split sliding-window pools, its Mamba cache strategy) read it",
     "multimodal": ("present for a multimodal checkpoint (config.json has a text_config or a vision_config): "
@@ -119,6 +121,7 @@ def json_schema() -> dict:
             "max_context": sourced(integer),
             "rope_scaling": _rope_schema(sourced, integer),
             "architecture": sourced({"type": "string", "minLength": 1}),
+            "original_max_position_embeddings": sourced(integer),
             "multimodal": {"type": "object", "additionalProperties": False, "required": ["text_config", "vision_config"],
                            "properties": {
                 "text_config": {"type": "boolean"}, "vision_config": {"type": "boolean"},

@@ -218,6 +218,10 @@ class Engine(ABC):
         """The longest context the engine derives for ``spec`` (its default max_model_len); None: unknown."""
         return spec.max_context
 
+    def default_context(self, spec) -> int | None:
+        """The context the engine runs ``spec`` at when none is given (by default its longest)."""
+        return self.context_limit(spec)
+
     #: the setting that lets a context past the derived maximum through, as the engine's environment variable
     #: does (None: the engine refuses none)
     context_override: ClassVar[str | None] = None

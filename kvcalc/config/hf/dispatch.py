@@ -78,8 +78,12 @@ def _rope_scaling(fields: _Fields) -> dict | None:
     """config.json rope_scaling (or transformers v5's rope_parameters), as far as an engine's context limit
     reads it: the type, the factor, original_max_position_embeddings. Nested per-layer parameters are left out."""
     rs = fields.raw("rope_scaling") or fields.raw("rope_parameters")
-    if not isinstance(rs, dict):
+    if rs is None:
         return None
+    if not isinstance(rs, dict):
+        key = "rope_scaling" if fields.raw("rope_scaling") else "rope_parameters"
+        raise _fail(f"{fields.where(key)}: expected a mapping such as {{\"rope_type\": \"yarn\", \"factor\": 4}}, "
+                    f"got {_show(rs)}")
     kind = rs.get("rope_type", rs.get("type"))
     if not isinstance(kind, str) or not kind or len(kind) > 40:
         return None
@@ -139,6 +143,8 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
     rope = _rope_scaling(fields)
     if rope is not None:
         out["rope_scaling"] = rope
+        if rope["type"] == "longrope" and fields.has("original_max_position_embeddings"):
+            out["original_max_position_embeddings"] = fields.value("original_max_position_embeddings")
     arch = fields.top.get("architectures")
     if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0].strip() and len(arch[0]) <= 200:
         out["architecture"] = {"value": arch[0], "source": f"{file} architectures[0]"}

@@ -76,6 +76,15 @@ class VllmEngine(Engine):
 
         return derived_max_model_len(spec)
 
+    def default_context(self, spec) -> int | None:
+        """config/model.py _get_and_verify_max_len: with no max_model_len given, a LongRoPE model defaults to
+        original_max_position_embeddings ("to avoid performance degradation for shorter sequences"), the
+        derived maximum staying its limit."""
+        if spec.rope_scaling is not None and spec.rope_scaling.type == "longrope" \
+                and spec.original_max_position_embeddings is not None:
+            return spec.original_max_position_embeddings
+        return self.context_limit(spec)
+
     context_override = "allow_long_max_model_len"
     #: v1/engine/input_processor.py InputProcessor._validate_prompt_len: a generating model's prompt plus at least
     #: one output token must fit in max_model_len

@@ -591,3 +591,21 @@ def test_qwen3_5_moe_imports_as_its_dense_sibling():
     per_gdn = (2 * 16 * 128 + 32 * 128) * 3 * 2 + 32 * 128 * 128 * 4
     assert per_gdn == 2_146_304
     assert _bytes("qwen3.5-35b-a3b", 32768) == 10 * 32768 * 2048 + 30 * per_gdn == 735_477_760
+
+
+def test_longrope_defaults_vllm_to_the_original_context(tmp_path, cli):
+    # config/model.py _get_and_verify_max_len: with no max_model_len, a LongRoPE model defaults to
+    # original_max_position_embeddings (4,096) while the derived 131,072 stays its limit; SGLang runs 131,072
+    data = {"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "num_hidden_layers": 2, "hidden_size": 512,
+            "num_attention_heads": 4, "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+            "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}}
+    cfg = import_config(data)
+    assert cfg["original_max_position_embeddings"]["value"] == 4096
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    r = cli("capacity", "--hf", str(path), "--kv-memory", "1GiB", "--json")
+    assert r.code == 0 and r.json()["context_tokens"] == 4096
+    r = cli("capacity", "--hf", str(path), "--kv-memory", "1GiB", "--engine", "sglang", "--json")
+    assert r.code == 0 and r.json()["context_tokens"] == 131072
+    with pytest.raises(KvcalcError, match=r"rope_scaling: expected a mapping"):
+        import_config({**data, "rope_scaling": "longrope"})
