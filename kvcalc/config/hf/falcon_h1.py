@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .fields import _Fields, _attention, _hybrid_precisions
+from .fields import _Fields, _attention, _fail, _hybrid_precisions
 
 
 def import_falcon_h1(fields: _Fields, mt: str) -> dict:
@@ -13,6 +13,11 @@ def import_falcon_h1(fields: _Fields, mt: str) -> dict:
     else:
         e = fields.int("mamba_expand")
         inter = {"value": e * hidden, "source": f"{fields.src('mamba_expand')} {e} x hidden_size {hidden}"}
+    heads, d_head = fields.int("mamba_n_heads"), fields.int("mamba_d_head")
+    if d_head * heads != inter["value"]:  # FalconH1Config.validate_architecture refuses the config; vLLM with it
+        raise _fail(f"{fields.file}: mamba_d_ssm: the Mamba intermediate {inter['value']} ({inter['source']}) is not "
+                    f"mamba_n_heads {heads} x mamba_d_head {d_head}: transformers refuses the config (\"The dimensions "
+                    "for the Mamba head state do not match the model intermediate_size\")")
     comps = {
         "attention": _attention(fields),
         "mamba": {"cache": "mamba2", "heads": fields.value("mamba_n_heads"), "head_dim": fields.value("mamba_d_head"),

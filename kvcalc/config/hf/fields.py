@@ -19,7 +19,9 @@ class _Fields:
     def __init__(self, top: dict, file: str):
         self.top, self.file = top, file
         tc = top.get("text_config")
-        self.inner = tc if isinstance(tc, dict) else None
+        if tc is not None and not isinstance(tc, dict):
+            raise _fail(f"{file}: text_config: expected a mapping of the language model's fields, got {_show(tc)}")
+        self.inner = tc
         self.prefix = "text_config." if self.inner is not None else ""
         self.cfg = self.inner if self.inner is not None else top
         self.defaults: dict = {}

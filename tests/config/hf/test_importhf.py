@@ -609,3 +609,33 @@ def test_longrope_defaults_vllm_to_the_original_context(tmp_path, cli):
     assert r.code == 0 and r.json()["context_tokens"] == 131072
     with pytest.raises(KvcalcError, match=r"rope_scaling: expected a mapping"):
         import_config({**data, "rope_scaling": "longrope"})
+
+
+def test_nemotron_h_in_transformers_5_form_and_its_mtp_step():
+    # nvidia/NVIDIA-Nemotron-3-Ultra-550B: a layers_block_type list, no num_hidden_layers: 108 layers, 48 Mamba-2 of
+    # conv (256 x 64 + 2 x 8 x 128) x (4 - 1) x 2 B + state 256 x 64 x 128 x 4 B (fp32), 12 attention of
+    # 2 KV heads x 128 x (K, V) x 2 B
+    mamba = (256 * 64 + 2 * 8 * 128) * 3 * 2 + 256 * 64 * 128 * 4
+    assert mamba == 8_499_200
+    assert _bytes("nemotron-3-ultra-550b", 32768) == 12 * 32768 * 1024 + 48 * mamba
+    # its MTP step (mtp_layers_block_type [attention, moe], one step) adds one attention layer; Super's
+    # mtp_hybrid_override_pattern "*E" the same (vLLM nemotron_h_mtp.py)
+    assert _bytes("nemotron-3-ultra-550b", 32768, mtp=True) - _bytes("nemotron-3-ultra-550b", 32768) == 32768 * 1024
+    assert _bytes("nemotron-3-super-120b", 32768, mtp=True) - _bytes("nemotron-3-super-120b", 32768) == 32768 * 1024
+    with pytest.raises(KvcalcError, match=r"layers_block_type\[0\]: 'rnn' is not a layer type"):
+        import_config({"model_type": "nemotron_h", "layers_block_type": ["rnn"]})
+
+
+def test_falcon_h1_without_d_ssm_and_a_list_text_config_are_refused():
+    # FalconH1Config's mamba_d_ssm default is 1024; 24 heads x 128 = 3,072 does not match it, and transformers
+    # refuses the config (validate_architecture), so vLLM never loads it: no silent expand x hidden
+    data = {"model_type": "falcon_h1", "num_hidden_layers": 2, "hidden_size": 1536, "num_attention_heads": 8,
+            "num_key_value_heads": 2, "head_dim": 64, "mamba_n_heads": 24, "mamba_d_head": 128, "mamba_d_state": 256,
+            "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2}
+    with pytest.raises(KvcalcError, match=r"mamba_d_ssm: the Mamba intermediate 1024 .* is not mamba_n_heads 24 x "
+                                          r"mamba_d_head 128"):
+        import_config(data)
+    # an explicit null means expand x hidden (2 x 1536 = 3072 = 24 x 128)
+    assert import_config({**data, "mamba_d_ssm": None})["components"]["mamba"]["intermediate"]["value"] == 3072
+    with pytest.raises(KvcalcError, match=r"text_config: expected a mapping"):
+        import_config({"model_type": "llama", "text_config": [1, 2]})
