@@ -76,6 +76,11 @@ class LayerSpec:
         return -(-tokens // self.block_size) + 1
 
 
+#: architectures built on model_executor/models/qwen2.py Qwen2Model, which refuses a sliding window in only some
+#: layers
+QWEN2_MODEL_ARCHS = frozenset({"Qwen2ForCausalLM", "Qwen3ForCausalLM"})
+
+
 # ---- kvcalc cache kinds -> vLLM layer specs ----------------------------------------------------------------
 @dataclass(frozen=True)
 class _Ctx:
@@ -231,6 +236,13 @@ def layer_specs(model, precision, settings: Settings, mtp: bool = False, kv_head
     caller) and the channels and heads of fixed state."""
     layers = list(model.layers) + (list(model.mtp_layers) if mtp else [])
     used = [model.components[c] for k in dict.fromkeys(layers) for c in model.layer_kinds[k]]
+    if model.architecture in QWEN2_MODEL_ARCHS and any(isinstance(c, SlidingWindowAttention) for c in used) \
+            and any(type(c) is FullAttention for c in used):
+        # model_executor/models/qwen2.py Qwen2Model (Qwen3Model is one): mixed layer types need
+        # max_window_layers == num_hidden_layers, which then cannot mix
+        raise KvcalcError(f"engine vllm: vLLM {VERSION} refuses {model.name}: \"Sliding window for some but all "
+                          "layers is not supported\" (a Qwen2 / Qwen3 model whose max_window_layers is less than its "
+                          "layers)")
     block = cache_block_size(used, settings.block_size)
     kv = precision.formats.get("kv") or next(iter(precision.formats.values()))
     states = [c for c in used if isinstance(c, RecurrentState)]

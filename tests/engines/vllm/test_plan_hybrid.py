@@ -136,3 +136,21 @@ def test_mamba2_groups_replicated_across_ranks():
 def test_settings_refuse_an_unknown_gdn_backend():
     with pytest.raises(KvcalcError, match="gdn_prefill_backend: choose flashinfer or triton"):
         V.Settings(gdn_prefill_backend="cuda")
+
+
+def test_a_qwen2_model_sliding_in_only_some_layers_is_refused(tmp_path):
+    # models/qwen2.py Qwen2Model asserts max_window_layers == num_hidden_layers when the layer types mix: vLLM
+    # refuses to build it; the exact engine prices it
+    from kvcalc.config import load_hf
+    data = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 4, "hidden_size": 512,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "use_sliding_window": True, "sliding_window": 64,
+            "max_window_layers": 2, "max_position_embeddings": 4096}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    spec = load_hf(str(path))
+    with pytest.raises(KvcalcError, match=r"Sliding window for some but all layers is not supported"):
+        plan(spec, 1024)
+    assert plan(spec, 1024, engine="exact").analytic_bytes == 2 * 1024 * 2 * 128 * 2 * 2 + 2 * 64 * 2 * 128 * 2 * 2
+    # every layer sliding (max_window_layers 0) is what vLLM runs
+    path.write_text(json.dumps({**data, "max_window_layers": 0}))
+    assert plan(load_hf(str(path)), 1024).groups
