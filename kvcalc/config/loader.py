@@ -18,7 +18,7 @@ from ..specs import CACHE_KINDS, CacheSpec, CompressorState, RecurrentState, req
 from ..yamlio import load_yaml
 from .model import WEIGHT_DTYPES, ModelSpec, Multimodal, Precision, RopeScaling, Routing, Weights
 from .registry import config_names, config_path, shipped_name
-from .schema import FORMAT_VERSION, MAX_INT, MAX_EXPERTS, MAX_LAYERS, MAX_PARAMS, MAX_TEXT, REQUIRED_TOP, TOP_KEYS
+from .schema import CONTEXT_FIELDS, FORMAT_VERSION, MAX_INT, MAX_EXPERTS, MAX_LAYERS, MAX_PARAMS, MAX_TEXT, REQUIRED_TOP, TOP_KEYS
 
 # ---- value helpers -------------------------------------------------------------------------------------
 class _Ctx:
@@ -314,6 +314,15 @@ def _multimodal(ctx: _Ctx, data: dict) -> Multimodal | None:
     return Multimodal(text, has, **out)
 
 
+def _context_fields(ctx: _Ctx, data: dict) -> dict[str, int]:
+    if "context_fields" not in data:
+        return {}
+    raw = ctx.mapping(data["context_fields"], "context_fields")
+    ctx.keys(raw, "context_fields", set(CONTEXT_FIELDS) | {"source", "note"}, [])
+    ctx.note_source(raw, "context_fields")
+    return {k: ctx.integer(raw[k], f"context_fields.{k}") for k in CONTEXT_FIELDS if k in raw}
+
+
 def _architecture(ctx: _Ctx, data: dict) -> str | None:
     if "architecture" not in data:
         return None
@@ -429,6 +438,7 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         architecture=_architecture(ctx, data),
         rope_scaling=_rope_scaling(ctx, data),
         multimodal=_multimodal(ctx, data),
+        context_fields=_context_fields(ctx, data),
         original_max_position_embeddings=(ctx.integer(data["original_max_position_embeddings"],
                                                       "original_max_position_embeddings")
                                           if "original_max_position_embeddings" in data else None),

@@ -109,6 +109,8 @@ class ModelSpec:
     rope_scaling: RopeScaling | None = None  # config.json rope_scaling, where stated
     multimodal: Multimodal | None = None  # where the checkpoint is multimodal
     original_max_position_embeddings: int | None = None  # config.json's top-level one (LongRoPE models)
+    #: config.json's other context-length fields (model_max_length, seq_length, ...): engines choose among them
+    context_fields: dict[str, int] = field(default_factory=dict, compare=False)
 
     def precision(self, name: str | None, what: str = "precision") -> Precision:
         if name is not None and not isinstance(name, str):

@@ -18,6 +18,9 @@ TOP_KEYS = {
     "max_context": "max_position_embeddings (tokens)",
     "rope_scaling": "config.json rope_scaling {type, factor, original_max_position_embeddings}: engines derive their "
                     "longest context from it and max_context (vLLM and SGLang by different rules)",
+    "context_fields": ("config.json's other context-length fields ({model_max_length: N, seq_length: N, ...}, filled "
+                       "by import-hf): vLLM takes the smallest with max_context, model_max_length overriding; SGLang "
+                       "the first of max_sequence_length, seq_length, max_seq_len, model_max_length"),
     "original_max_position_embeddings": ("config.json's own original_max_position_embeddings, for a LongRoPE model "
                                          "(vLLM defaults max_model_len to it; the limit stays the derived one)"),
     "architecture": "the Hugging Face architecture class (config.json architectures[0]); engines that choose pools "
@@ -36,6 +39,11 @@ TOP_KEYS = {
                 "routing: {experts: E, per_token: k}, source}"),
 }
 
+#: config.json fields besides max_position_embeddings that engines read a context length from (vLLM 0.33
+#: model_arch_config_convertor.py derive_max_model_len_and_key, SGLang 0.5.23 hf_transformers CONTEXT_LENGTH_KEYS)
+CONTEXT_FIELDS = ("n_positions", "max_seq_len", "seq_length", "model_max_length", "max_target_positions",
+                  "max_sequence_length", "max_seq_length", "seq_len")
+
 REQUIRED_TOP = ("kvcalc", "name", "precisions", "default_precision", "components", "layer_kinds", "layers")
 
 #: Integers beyond this are typos (no model has a 2^40-wide head or 2^40 layers of anything).
@@ -53,6 +61,8 @@ def _rope_schema(sourced, integer) -> dict:
             "properties": {"type": {"type": "string", "minLength": 1},
                            "factor": sourced({"type": "number", "exclusiveMinimum": 0}),
                            "original_max_position_embeddings": sourced(integer),
+            "context_fields": {"type": "object", "additionalProperties": False, "properties": {
+                **{k: integer for k in CONTEXT_FIELDS}, "source": {"type": "string"}, "note": {"type": "string"}}},
                            "source": {"type": "string"}, "note": {"type": "string"}}}
 
 
@@ -122,6 +132,8 @@ def json_schema() -> dict:
             "rope_scaling": _rope_schema(sourced, integer),
             "architecture": sourced({"type": "string", "minLength": 1}),
             "original_max_position_embeddings": sourced(integer),
+            "context_fields": {"type": "object", "additionalProperties": False, "properties": {
+                **{k: integer for k in CONTEXT_FIELDS}, "source": {"type": "string"}, "note": {"type": "string"}}},
             "multimodal": {"type": "object", "additionalProperties": False, "required": ["text_config", "vision_config"],
                            "properties": {
                 "text_config": {"type": "boolean"}, "vision_config": {"type": "boolean"},

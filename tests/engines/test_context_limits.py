@@ -36,9 +36,11 @@ def test_vllm_refuses_past_the_derived_maximum_with_its_message(cli):
     r = cli("capacity", "deepseek-v3.2", "--gpu", "h200", "--tp", "8", "-c", "1M")
     assert r.code == 2 and r.err.count("\n") == 1
     assert ("User-specified max_model_len (1048576) is greater than the derived max_model_len "
-            "(max_position_embeddings=163840 or model_max_length=None in model's config.json). To allow overriding "
+            "(max_position_embeddings=163840.0 or model_max_length=None in model's config.json). To allow overriding "
             "this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (--allow-long-max-model-len here)") in r.err
     assert r.err.rstrip().endswith("(vLLM 0.33.0 refuses to start; deepseek-v3.2's --context may be at most 163,840.)")
+    # vLLM 0.33 prints the derived length as a float (it is multiplied by the rope factor, 1.0 here): the text is
+    # vLLM's own, as its ModelConfig raised it for this config.json on a CPU build of vLLM 0.33.0
     # the maximum itself is accepted (vLLM refuses only max_model_len > derived)
     assert plan("deepseek-v3.2", 163840).context == 163840
     with pytest.raises(KvcalcError, match="greater than the derived max_model_len"):
@@ -69,7 +71,7 @@ def test_sglang_refuses_past_its_derived_context_len(cli):
 def test_gemma3_at_1m_sglang_accepts_what_vllm_refuses(cli):
     sg = capacity("gemma-3-27b", 1 << 20, engine="sglang", kv_memory=40 * GIB)
     assert sg.plan.context == 1 << 20
-    with pytest.raises(KvcalcError, match=r"greater than the derived max_model_len \(max_position_embeddings=131072"):
+    with pytest.raises(KvcalcError, match=r"greater than the derived max_model_len \(max_position_embeddings=131072\.0 or"):
         capacity("gemma-3-27b", 1 << 20, engine="vllm", kv_memory=40 * GIB)
     # side by side: vLLM's refusal is its column, SGLang's answer the other
     r = cli("capacity", "gemma-3-27b", "--engine", "vllm,sglang", "--kv-memory", "40GiB", "-c", "1M", "--json")
@@ -101,3 +103,26 @@ def test_check_log_of_a_long_context_takes_the_override(cli, tmp_path):
     r = cli("check-log", str(log), "--json")
     assert r.code in (0, 1), r.err
     assert any("past the 163,840 vllm derives" in n for n in r.json()["notes"])
+
+
+def test_the_other_context_fields_each_engine_reads(tmp_path):
+    # vLLM (model_arch_config_convertor.py derive_max_model_len_and_key): the smallest of the stated keys, then
+    # model_max_length overriding; SGLang (hf_transformers CONTEXT_LENGTH_KEYS): the first of max_sequence_length,
+    # seq_length, max_seq_len, model_max_length, max_position_embeddings. The vLLM column is what vLLM 0.33.0's
+    # ModelConfig derived for these six config.json files (a CPU build, in a scratch environment)
+    from kvcalc.config import load_hf
+    base = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "max_position_embeddings": 32768}
+
+    def limits(**extra):
+        path = tmp_path / "config.json"
+        path.write_text(__import__("json").dumps({**base, **extra}))
+        spec = load_hf(str(path))
+        return get_engine("vllm").context_limit(spec), get_engine("sglang").context_limit(spec)
+
+    assert limits() == (32768, 32768)
+    assert limits(seq_length=8192) == (8192, 8192)  # the smaller; SGLang's first
+    assert limits(seq_length=65536) == (32768, 65536)  # vLLM the smaller, SGLang seq_length first
+    assert limits(model_max_length=1 << 20) == (1 << 20, 1 << 20)  # vLLM: model_max_length overrides
+    assert limits(n_positions=4096, model_max_length=16384) == (16384, 16384)
+    assert limits(n_positions=4096) == (4096, 32768)  # SGLang does not read n_positions

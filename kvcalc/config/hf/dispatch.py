@@ -10,7 +10,7 @@ from typing import Callable
 
 from .deepseek_v4 import import_v4
 from .falcon_h1 import import_falcon_h1
-from ..schema import MAX_INT
+from ..schema import CONTEXT_FIELDS, MAX_INT
 from .fields import _Fields, _fail, _show
 from .gqa import import_gqa
 from .jamba import import_jamba
@@ -140,6 +140,15 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
             raise _fail(f"{fields.where('max_position_embeddings')}: expected a whole number of tokens, got "
                         f"{_show(mp)}")
         out["max_context"] = {"value": int(mp), "source": fields.src("max_position_embeddings")}
+    others = {}
+    for key in CONTEXT_FIELDS:
+        v = fields.cfg.get(key)
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 40:
+                raise _fail(f"{fields.where(key)}: expected a whole number of tokens, got {_show(v)}")
+            others[key] = v
+    if others:
+        out["context_fields"] = {**others, "source": f"{fields.file} {fields.prefix.rstrip('.') or 'top level'}"}
     rope = _rope_scaling(fields)
     if rope is not None:
         out["rope_scaling"] = rope

@@ -198,17 +198,24 @@ def vlm_mem_fraction(mem_fraction_static: float, mm) -> float:
     return mem_fraction_static * (0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0))))
 
 
+#: utils/hf_transformers/common.py CONTEXT_LENGTH_KEYS, in its order (the first stated wins)
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
+                       "max_position_embeddings")
+
+
 def derived_context_len(spec) -> int | None:
     """SGLang 0.5.23's derived context_len (utils/hf_transformers/common.py get_context_length): the first of
     max_sequence_length, seq_length, max_seq_len, model_max_length, max_position_embeddings (kvcalc's max_context),
     times the rope factor unless the rope config states original_max_position_embeddings or is llama3."""
-    if spec.max_context is None:
+    stated = {**spec.context_fields, "max_position_embeddings": spec.max_context}
+    base = next((stated[k] for k in CONTEXT_LENGTH_KEYS if stated.get(k) is not None), None)
+    if base is None:
         return None
     rs, factor = spec.rope_scaling, 1.0
     if rs is not None and rs.factor is not None and rs.original_max_position_embeddings is None \
             and rs.type != "llama3":
         factor = rs.factor
-    return int(factor * spec.max_context)
+    return int(factor * base)
 
 
 @dataclass(frozen=True)

@@ -86,17 +86,37 @@ def format_gib(n: int) -> str:
 ROPE_NOT_MULTIPLIED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 
 
+#: transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key: the keys, in its order
+MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+
+
+def derived_len_and_key(spec) -> tuple[int | None, str | None]:
+    """derive_max_model_len_and_key: the smallest of the context-length fields the config states (kvcalc's
+    max_context is max_position_embeddings), model_max_length overriding them ("For Command-R / Cohere")."""
+    stated = {"max_position_embeddings": spec.max_context, **spec.context_fields}
+    best, key = None, None
+    for k in MAX_LEN_KEYS:
+        v = stated.get(k)
+        if v is not None and (best is None or v < best):
+            best, key = v, k
+    if stated.get("model_max_length"):
+        best, key = stated["model_max_length"], "model_max_length"
+    return best, key
+
+
 def derived_max_model_len(spec) -> int | None:
-    """vLLM 0.33's derived max_model_len (config/model.py _get_and_verify_max_len): max_position_embeddings,
-    times the rope factor for the rope types that scale it (linear, dynamic, ...), never for a Gemma 3 model
-    ("gemma3" in its model type: its 128k is already scaled)."""
-    if spec.max_context is None:
+    """vLLM 0.33's derived max_model_len (config/model.py _get_and_verify_max_len): the derived length
+    (:func:`derived_len_and_key`) times the rope factor for the rope types that scale it (linear, dynamic, ...),
+    never for a Gemma 3 model ("gemma3" in its model type: its 128k is already scaled)."""
+    base = derived_len_and_key(spec)[0]
+    if base is None:
         return None
     rs, factor = spec.rope_scaling, 1.0
     gemma3 = "gemma3" in (spec.architecture or "").lower()
     if rs is not None and rs.type not in ROPE_NOT_MULTIPLIED and rs.factor is not None and not gemma3:
         factor = rs.factor
-    return int(spec.max_context * factor)
+    return int(base * factor)
 
 
 @dataclass(frozen=True)

@@ -93,8 +93,12 @@ class VllmEngine(Engine):
 
     def context_refusal(self, spec, context: int, derived: int) -> str:
         """config/model.py _get_and_verify_max_len: refused unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
+        from .defaults import derived_len_and_key
+
+        key = derived_len_and_key(spec)[1] or "max_position_embeddings"
+        mml = spec.context_fields.get("model_max_length")
         return (f"engine vllm: User-specified max_model_len ({context}) is greater than the derived max_model_len "
-                f"(max_position_embeddings={derived} or model_max_length=None in model's config.json). To allow "
+                f"({key}={float(derived)} or model_max_length={mml} in model's config.json). To allow "
                 f"overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
                 f"({{{{allow_long_max_model_len}}}} here).")
 
