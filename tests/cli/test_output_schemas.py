@@ -96,7 +96,9 @@ CASES = {
          "--json"],  # a workload
         ["capacity", "deepseek-v4-pro", "--engine", "sglang", "--kv-memory", "40GiB", "--tp", "8", "--request-tokens",
          "8k", "--json"],
-        ["capacity", "deepseek-v4-pro", "--engine", "vllm,sglang,exact", "--gpu", "h200", "--tp", "8", "--json"],
+        # vLLM refuses Gemma 3 past its derived 131,072; SGLang derives 1M, the exact engine computes it anyway
+        ["capacity", "gemma-3-27b", "--engine", "vllm,sglang,exact", "--gpu", "h200", "--tp", "2", "-c", "1M",
+         "--json"],
     ],
     "sweep": [
         ["sweep", "llama-3.1-8b", "deepseek-v4-pro", "-c", "1k..1M", "--points", "8", "--json"],

@@ -1,5 +1,9 @@
 """vLLM's KV-cache planning, pinned to one version and cited file by file (paths under ``vllm/`` of the
-0.33.0 wheel). Modelled as it runs on CUDA.
+0.33.0 wheel). Modelled as it runs on CUDA (or ROCm) on the GPU named: Hopper where none is. The GPU's
+architecture (``Settings.arch``, from ``kvcalc/data/gpus.yaml``) picks the MLA backend and with it the block
+(:func:`.specs.mla_backend`: FLASH_ATTN_MLA's 16 on Hopper in bf16, FlashMLA's 64 in fp8, FlashInfer's 32 on
+Blackwell, Triton's 16 elsewhere; DSA's sparse backends and their rows), refuses DSA where no sparse backend
+runs, and DeepSeek V4 where no V4 kernel does.
 
 What vLLM does, in the order the modules of this package follow it:
 

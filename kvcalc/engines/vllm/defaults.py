@@ -18,6 +18,7 @@ V4_PAGE_ALIGNMENT = 576
 V4_PLAIN_ALIGNMENT = 512
 #: block sizes (tokens) the backends declare (get_supported_kernel_block_sizes) and the layers fix
 FLASH_ATTENTION_BLOCK = 16  # v1/attention/backends/flash_attn.py: MultipleOf(16); config/cache.py DEFAULT_BLOCK_SIZE
+FLASHINFER_MLA_BLOCK = 32  # v1/attention/backends/mla/flashinfer_mla.py [32, 64]: 16 refused, so 32 (Blackwell)
 FLASHMLA_BLOCK = 64  # v1/attention/backends/mla/flashmla.py [64]; mla/indexer.py (V3.2 indexer, CUDA) [64]
 V4_BLOCK = 256  # models/deepseek_v4/sparse_mla.py [256]; mla/indexer.py (V4 indexer) [256]
 V4_SWA_BLOCK = 64  # sparse_swa.py DeepseekV4SWACache(block_size=64), not settable from the CLI
@@ -134,6 +135,12 @@ class Settings:
     allow_long_max_model_len: bool = False  # the environment variable VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
     max_num_seqs: int | None = None  # --max-num-seqs (None: vllm serve's 1024, capped by the token budget)
     batched_tokens_defaulted: bool = False  # max_num_batched_tokens is vllm serve's default, not the user's
+    arch: str = "sm90"  # the GPU's architecture (kvcalc/data/gpus.yaml arch): Hopper where no GPU is named
+
+    @property
+    def sm_major(self) -> int | None:
+        """The CUDA compute capability's major; None on ROCm."""
+        return int(self.arch[2:]) // 10 if self.arch.startswith("sm") else None
 
     def at_context(self, max_model_len: int) -> "Settings":
         """engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args: a defaulted

@@ -39,12 +39,29 @@ class VllmEngine(Engine):
         if "max_num_seqs" not in given:  # unset: capped by the token budget, as vLLM defaults it
             budget = given.get("max_num_batched_tokens", out.get("max_num_batched_tokens"))
             out["max_num_seqs"] = min(default_max_num_seqs(mem, name), budget)
+        if "arch" not in given and gpu is not None and gpu.arch:
+            out["arch"] = gpu.arch
         if "gdn_prefill_backend" not in given:
             out["gdn_prefill_backend"] = default_gdn_prefill_backend(gpu.key if gpu else None, model)
         return out
 
     def pp_stages(self, num_layers: int, pp: int) -> list[range]:
         return pp_stages(num_layers, pp)
+
+    def default_precision(self, spec, settings=None) -> str | None:
+        """fp8 where vLLM's kv-cache dtype auto stores it whatever the config's default: DeepSeek V4 (its
+        attention backends keep the fp8_ds_mla layout: models/deepseek_v4/attention.py turns auto into
+        fp8_ds_mla) and DeepSeek DSA on compute capability 12 (FLASHINFER_MLA_SPARSE_SM120's auto)."""
+        from ...specs import CompressedMLA, IndexerCache
+
+        if "fp8" not in spec.precisions:
+            return None
+        comps = spec.components.values()
+        if any(isinstance(c, CompressedMLA) for c in comps):
+            return "fp8"
+        if getattr(settings, "sm_major", None) == 12 and any(isinstance(c, IndexerCache) for c in comps):
+            return "fp8"
+        return None
 
     def plan(self, job):
         return vllm_plan(job)

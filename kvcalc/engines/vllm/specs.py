@@ -19,7 +19,7 @@ from ...specs import (
     SlidingWindowAttention,
     SlidingWindowMLA,
 )
-from .defaults import (FLASH_ATTENTION_BLOCK, FLASHMLA_BLOCK, INDEXER_DTYPES, V4_BLOCK, V4_PAGE_ALIGNMENT,
+from .defaults import (FLASH_ATTENTION_BLOCK, FLASHINFER_MLA_BLOCK, FLASHMLA_BLOCK, INDEXER_DTYPES, V4_BLOCK, V4_PAGE_ALIGNMENT,
                        V4_PLAIN_ALIGNMENT, V4_STATE_BLOCK, V4_STATE_BLOCK_DEFAULT, V4_SWA_BLOCK, VERSION, Settings)
 from .hybrid import align_hybrid, state_blocks
 
@@ -167,7 +167,36 @@ _RULES: list[tuple[type, object, tuple[int, ...] | None, int]] = [
 ]
 
 
-def _rule(comp: CacheSpec):
+def mla_backend(settings: Settings, quantized: bool, sparse: bool) -> tuple[str, tuple[int, ...] | None, int]:
+    """The MLA backend vLLM {VERSION} picks by default on the GPU (platforms/cuda.py _get_backend_priorities, the
+    first valid entry; rocm.py get_attn_backend_cls), as (its name, the kernel block it needs (None: any multiple
+    of the preferred), the block it prefers: backend.py get_preferred_block_size, 16 where it accepts 16):
+
+    * dense MLA on Hopper: FLASH_ATTN_MLA (MultipleOf(16); bf16 / fp16 only), with an fp8 cache FLASHMLA ([64]);
+      on Blackwell (major 10) FLASHINFER_MLA ([32, 64]: 32); elsewhere TRITON_MLA (MultipleOf(16));
+    * DSA (sparse, with the indexer's [64] on CUDA): FLASH_ATTN_MLA_SPARSE / FLASHMLA_SPARSE (Hopper),
+      FLASHMLA_SPARSE / FLASHINFER_MLA_SPARSE (major 10), FLASHINFER_MLA_SPARSE_SM120 (major 12), all multiples
+      of 64 with the indexer; on ROCm ROCM_AITER_MLA_SPARSE ([1, MultipleOf(16)], the indexer too): 16."""
+    sm = settings.sm_major
+    if sparse:
+        if sm is None:
+            return "ROCM_AITER_MLA_SPARSE", None, FLASH_ATTENTION_BLOCK
+        names = {9: "FLASHMLA_SPARSE" if quantized else "FLASH_ATTN_MLA_SPARSE",
+                 10: "FLASHINFER_MLA_SPARSE" if quantized else "FLASHMLA_SPARSE", 12: "FLASHINFER_MLA_SPARSE_SM120"}
+        if sm not in names:
+            raise KvcalcError(f"engine vllm: vLLM {VERSION} has no sparse MLA backend for DeepSeek DSA on {settings.arch} "
+                              "(FlashAttention and FlashMLA sparse need compute capability 9 or 10, FlashInfer's 9, 10 "
+                              "or 12): \"No valid attention backend found\"")
+        return names[sm], (FLASHMLA_BLOCK,), FLASHMLA_BLOCK
+    if sm == 9:
+        return ("FLASHMLA", (FLASHMLA_BLOCK,), FLASHMLA_BLOCK) if quantized else \
+            ("FLASH_ATTN_MLA", None, FLASH_ATTENTION_BLOCK)
+    if sm == 10:
+        return "FLASHINFER_MLA", (FLASHINFER_MLA_BLOCK,), FLASHINFER_MLA_BLOCK
+    return "TRITON_MLA", None, FLASH_ATTENTION_BLOCK
+
+
+def _rule(comp: CacheSpec, mla: tuple | None = None):
     if comp.kind == "chunked_attention":  # vLLM's ChunkedLocalAttentionSpec: not modelled; never as full attention
         raise KvcalcError(
             f"engine vllm: cache kind 'chunked_attention' (component {comp.name}) is not modelled for vLLM "
@@ -181,7 +210,11 @@ def _rule(comp: CacheSpec):
     for cls, fn, sizes, preferred in _RULES:
         if isinstance(comp, cls):
             if cls is IndexerCache:
-                return fn, ((V4_BLOCK,) if comp.ratio > 1 else (FLASHMLA_BLOCK,)), (V4_BLOCK if comp.ratio > 1 else FLASHMLA_BLOCK)
+                if comp.ratio > 1:
+                    return fn, (V4_BLOCK,), V4_BLOCK
+                return fn, mla[1] if mla else (FLASHMLA_BLOCK,), mla[2] if mla else FLASHMLA_BLOCK
+            if cls is MLALatent and mla is not None:
+                return fn, mla[1], mla[2]
             return fn, sizes, preferred
     raise KvcalcError(
         f"engine vllm: cache kind {comp.kind!r} (component {comp.name}) is not modelled for vLLM {VERSION}; "
@@ -189,13 +222,19 @@ def _rule(comp: CacheSpec):
     )
 
 
-def cache_block_size(comps: list[CacheSpec], requested: int | None) -> int:
+def cache_block_size(comps: list[CacheSpec], requested: int | None, mla: tuple | None = None) -> int:
     """cache_config.block_size: the size every backend accepts (platforms/interface.py
-    _preferred_block_size_for_backends), or the one asked for if every backend supports it."""
+    _preferred_block_size_for_backends), or the one asked for if every backend supports it (``mla``: the MLA
+    backend, :func:`mla_backend`). A dense MLA latent takes any multiple of 16 asked for: where its preferred
+    backend needs more, vLLM falls back to TRITON_MLA (cuda.py: "--block-size ... precluded higher-priority
+    backend(s)")."""
     fixed: set[int] = set()
     multiple = 1
+    dense = mla is not None and not any(isinstance(c, IndexerCache) for c in comps)
     for comp in comps:
-        _, sizes, preferred = _rule(comp)
+        _, sizes, preferred = _rule(comp, mla)
+        if requested is not None and dense and isinstance(comp, MLALatent):
+            sizes, preferred = None, FLASH_ATTENTION_BLOCK
         if sizes is None:  # flash attention: any multiple of 16
             multiple = math.lcm(multiple, preferred)
         elif sizes:
@@ -243,7 +282,13 @@ def layer_specs(model, precision, settings: Settings, mtp: bool = False, kv_head
         raise KvcalcError(f"engine vllm: vLLM {VERSION} refuses {model.name}: \"Sliding window for some but all "
                           "layers is not supported\" (a Qwen2 / Qwen3 model whose max_window_layers is less than its "
                           "layers)")
-    block = cache_block_size(used, settings.block_size)
+    if any(isinstance(c, CompressedMLA) for c in used) and settings.sm_major not in (None, 9, 10, 12):
+        # models/deepseek_v4/nvidia/model.py picks the FlashMLA class, whose kernels declare major 9 or 10
+        # (sparse_mla.py); nothing checks it at start-up, but no V4 kernel runs there
+        raise KvcalcError(f"engine vllm: vLLM {VERSION}'s DeepSeek V4 kernels need compute capability 9, 10 or 12 "
+                          f"(FlashMLA sparse, FlashInfer SM120); {settings.arch} has none")
+    mla = _mla_of(used, precision, settings)
+    block = cache_block_size(used, settings.block_size, mla)
     kv = precision.formats.get("kv") or next(iter(precision.formats.values()))
     states = [c for c in used if isinstance(c, RecurrentState)]
     page, blocks = None, None
@@ -262,10 +307,36 @@ def layer_specs(model, precision, settings: Settings, mtp: bool = False, kv_head
             comp = model.components[cname]
             if isinstance(comp, FullAttention) and kv_heads_divisor > 1:
                 comp = replace(comp, kv_heads=max(1, comp.kv_heads // kv_heads_divisor))
-            fn, _, _ = _rule(comp)
+            fn, _, _ = _rule(comp, mla)
             fmt = precision.formats.get(comp.storage) if comp.per_token or isinstance(comp, RecurrentState) else None
+            if type(comp) is MLALatent and mla is not None:
+                fmt = _dsa_row(mla, fmt, settings)
             out.append(fn(comp, fmt, ctx, index))
     return out, block
+
+
+def _dsa_row(mla: tuple, fmt, settings: Settings):
+    """The latent's row as the DSA backend stores it: FlashMLA's and FlashInfer-SM120's fp8_ds_mla (656 B), but a
+    plain fp8 row (576 B) for FLASHINFER_MLA_SPARSE (Blackwell, --kv-cache-dtype fp8: mla_attention.py
+    keeps "standard fp8") and ROCM_AITER_MLA_SPARSE; FLASHINFER_MLA_SPARSE_SM120 takes no bf16 (its auto is
+    fp8_ds_mla: flashinfer_mla_sparse.py)."""
+    name = mla[0]
+    if name == "FLASHINFER_MLA_SPARSE_SM120" and fmt is not None and fmt.value_bits >= 16:
+        raise KvcalcError(f"engine vllm: vLLM {VERSION}'s DSA backend on {settings.arch} (FLASHINFER_MLA_SPARSE_SM120) "
+                          "stores fp8_ds_mla only and refuses a bf16 cache; use {{precision}} fp8")
+    if name in ("FLASHINFER_MLA_SPARSE", "ROCM_AITER_MLA_SPARSE") and fmt is not None and fmt.name == "fp8_ds_mla":
+        return FORMATS["fp8_e4m3"]
+    return fmt
+
+
+def _mla_of(used: list[CacheSpec], precision, settings: Settings) -> tuple | None:
+    """The MLA backend of a model with an MLA latent (not DeepSeek V4's own), else None."""
+    latent = next((c for c in used if type(c) is MLALatent), None)
+    if latent is None:
+        return None
+    fmt = precision.formats.get(latent.storage)
+    sparse = any(isinstance(c, IndexerCache) and c.ratio == 1 for c in used)
+    return mla_backend(settings, fmt is not None and fmt.value_bits < 16, sparse)
 
 
 def block_outermost(specs: list[LayerSpec]) -> bool:

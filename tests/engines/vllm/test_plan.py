@@ -141,11 +141,18 @@ def test_block_size_option_is_checked_against_the_backends():
         plan("llama-3.1-8b", 4096, settings=V.Settings(block_size=24))
     with pytest.raises(KvcalcError, match=r"^block_size: .* at the 256-token block only"):
         plan("deepseek-v4-pro", 4096, settings=V.Settings(block_size=64))
-    # supports_block_size (hybrid blocks): a multiple of FlashMLA's 64-token kernel block passes; V3's latent
-    # page at 128 tokens: 128 x 576 x 2 B (bf16) per layer, 61 layers
+    # V3's latent page at 128 tokens: 128 x 576 x 2 B (bf16) per layer, 61 layers
     assert plan("deepseek-v3", 4096, settings=V.Settings(block_size=128)).bytes_per_block == 128 * 576 * 2 * 61
+    # dense MLA takes any multiple of 16: FLASH_ATTN_MLA (MultipleOf(16)) on Hopper in bf16; in fp8 FlashMLA's [64]
+    # refuses 96 and vLLM falls back to TRITON_MLA (MultipleOf(16)); 24 no MLA backend takes
+    assert plan("deepseek-v3", 4096, settings=V.Settings(block_size=96)).bytes_per_block == 96 * 576 * 2 * 61
+    assert plan("deepseek-v3", 4096, precision="fp8", settings=V.Settings(block_size=96)).bytes_per_block == \
+        96 * 576 * 61
+    with pytest.raises(KvcalcError, match=r"^block_size: .* multiple of 16"):
+        plan("deepseek-v3", 4096, settings=V.Settings(block_size=24))
+    # DSA keeps the indexer's [64]: 96 is refused
     with pytest.raises(KvcalcError, match=r"^block_size: .* need a multiple of 64 tokens"):
-        plan("deepseek-v3", 4096, settings=V.Settings(block_size=96))
+        plan("deepseek-v3.2", 4096, settings=V.Settings(block_size=96))
 
 
 def test_exact_engine_is_the_estimate():
@@ -179,3 +186,39 @@ def test_blocks_at_the_plans_context_is_the_plans_count(engine):
     # V4-Pro's MTP layer is a 128-token window of 584 B entries (fp8): exact bytes grow by 128 x 584
     with_mtp = plan("deepseek-v4-pro", M, precision="fp8", engine="exact", mtp=True)
     assert with_mtp.blocks_at(M) == 5_299_115_008 + 128 * 584
+
+
+def _on(arch, model, precision=None, context=4096):
+    return plan(model, context, precision=precision, settings=V.ENGINE.settings({"arch": arch}))
+
+
+def test_the_mla_backend_and_its_block_follow_the_gpu():
+    # platforms/cuda.py _get_backend_priorities, the first valid backend and its preferred block
+    # (backend.py get_preferred_block_size: 16 where it accepts 16, else its smallest):
+    # Hopper: FLASH_ATTN_MLA (MultipleOf(16), bf16 only) -> 16; an fp8 cache FLASHMLA [64] -> 64
+    assert _on("sm90", "deepseek-v3").bytes_per_block == 16 * 576 * 2 * 61 == 1_124_352
+    assert _on("sm90", "deepseek-v3", "fp8").bytes_per_block == 64 * 576 * 61
+    # Blackwell: FLASHINFER_MLA [32, 64] -> 32; A100, RTX 5090, ROCm: TRITON_MLA (MultipleOf(16)) -> 16
+    assert _on("sm100", "deepseek-v3").bytes_per_block == 32 * 576 * 2 * 61
+    assert {a: _on(a, "deepseek-v3").settings_json["block_size"] for a in ("sm80", "sm120", "gfx942")} == \
+        {"sm80": 16, "sm120": 16, "gfx942": 16}
+    # no GPU named: Hopper
+    assert plan("deepseek-v3", 4096).settings_json["block_size"] == 16
+
+
+def test_dsa_rows_and_refusals_follow_the_gpu():
+    # V3.2: latent + 132 B of fp8 indexer keys, 61 layers, the indexer's [64] block on CUDA
+    assert _on("sm90", "deepseek-v3.2", "fp8").bytes_per_block == 64 * (656 + 132) * 61  # FlashMLA: fp8_ds_mla
+    # Blackwell's FLASHINFER_MLA_SPARSE keeps a plain fp8 row (576 B); ROCm's AITER sparse backend too, at 16
+    assert _on("sm100", "deepseek-v3.2", "fp8").bytes_per_block == 64 * (576 + 132) * 61 == 2_764_032
+    assert _on("gfx942", "deepseek-v3.2", "fp8").bytes_per_block == 16 * (576 + 132) * 61 == 691_008
+    # RTX 5090: FLASHINFER_MLA_SPARSE_SM120 stores fp8_ds_mla, its auto too; bf16 refused; A100: no sparse backend
+    assert _on("sm120", "deepseek-v3.2").precision == "fp8"
+    with pytest.raises(KvcalcError, match=r"refuses a bf16 cache"):
+        _on("sm120", "deepseek-v3.2", "bf16")
+    with pytest.raises(KvcalcError, match=r"no sparse MLA backend for DeepSeek DSA on sm80"):
+        _on("sm80", "deepseek-v3.2")
+    # DeepSeek V4: auto is its fp8_ds_mla layout on every GPU (models/deepseek_v4/attention.py)
+    assert plan("deepseek-v4-flash", 4096).precision == "fp8"
+    with pytest.raises(KvcalcError, match=r"V4 kernels need compute capability 9, 10 or 12"):
+        _on("sm89", "deepseek-v4-flash")
