@@ -19,8 +19,8 @@ from ...specs import (
     SlidingWindowAttention,
     SlidingWindowMLA,
 )
-from .defaults import (FLASH_ATTENTION_BLOCK, FLASHINFER_MLA_BLOCK, FLASHMLA_BLOCK, INDEXER_DTYPES, V4_BLOCK, V4_PAGE_ALIGNMENT,
-                       V4_PLAIN_ALIGNMENT, V4_STATE_BLOCK, V4_STATE_BLOCK_DEFAULT, V4_SWA_BLOCK, VERSION, Settings)
+from .defaults import (FLASH_ATTENTION_BLOCK, FLASHINFER_MLA_BLOCK, FLASHMLA_BLOCK, INDEXER_DTYPES, V4_BLOCK,
+                       V4_PAGE_ALIGNMENT, V4_PLAIN_ALIGNMENT, V4_STATE_BLOCK, V4_STATE_BLOCK_DEFAULT, V4_SWA_BLOCK, VERSION, Settings)
 from .hybrid import align_hybrid, state_blocks
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ _RULES: list[tuple[type, object, tuple[int, ...] | None, int]] = [
 
 
 def mla_backend(settings: Settings, quantized: bool, sparse: bool) -> tuple[str, tuple[int, ...] | None, int]:
-    """The MLA backend vLLM {VERSION} picks by default on the GPU (platforms/cuda.py _get_backend_priorities, the
+    """The MLA backend vLLM 0.33 picks by default on the GPU (platforms/cuda.py _get_backend_priorities, the
     first valid entry; rocm.py get_attn_backend_cls), as (its name, the kernel block it needs (None: any multiple
     of the preferred), the block it prefers: backend.py get_preferred_block_size, 16 where it accepts 16):
 
@@ -184,9 +184,9 @@ def mla_backend(settings: Settings, quantized: bool, sparse: bool) -> tuple[str,
         names = {9: "FLASHMLA_SPARSE" if quantized else "FLASH_ATTN_MLA_SPARSE",
                  10: "FLASHINFER_MLA_SPARSE" if quantized else "FLASHMLA_SPARSE", 12: "FLASHINFER_MLA_SPARSE_SM120"}
         if sm not in names:
-            raise KvcalcError(f"engine vllm: vLLM {VERSION} has no sparse MLA backend for DeepSeek DSA on {settings.arch} "
-                              "(FlashAttention and FlashMLA sparse need compute capability 9 or 10, FlashInfer's 9, 10 "
-                              "or 12): \"No valid attention backend found\"")
+            raise KvcalcError(f"engine vllm: vLLM {VERSION} has no sparse MLA backend for DeepSeek DSA on "
+                              f"{settings.arch} (FlashAttention and FlashMLA sparse need compute capability 9 or 10, "
+                              "FlashInfer's 9, 10 or 12): \"No valid attention backend found\"")
         return names[sm], (FLASHMLA_BLOCK,), FLASHMLA_BLOCK
     if sm == 9:
         return ("FLASHMLA", (FLASHMLA_BLOCK,), FLASHMLA_BLOCK) if quantized else \
@@ -322,8 +322,9 @@ def _dsa_row(mla: tuple, fmt, settings: Settings):
     fp8_ds_mla: flashinfer_mla_sparse.py)."""
     name = mla[0]
     if name == "FLASHINFER_MLA_SPARSE_SM120" and fmt is not None and fmt.value_bits >= 16:
-        raise KvcalcError(f"engine vllm: vLLM {VERSION}'s DSA backend on {settings.arch} (FLASHINFER_MLA_SPARSE_SM120) "
-                          "stores fp8_ds_mla only and refuses a bf16 cache; use {{precision}} fp8")
+        raise KvcalcError(f"engine vllm: vLLM {VERSION}'s DSA backend on {settings.arch} "
+                          "(FLASHINFER_MLA_SPARSE_SM120) stores fp8_ds_mla only and refuses a bf16 cache; use "
+                          "{{precision}} fp8")
     if name in ("FLASHINFER_MLA_SPARSE", "ROCM_AITER_MLA_SPARSE") and fmt is not None and fmt.name == "fp8_ds_mla":
         return FORMATS["fp8_e4m3"]
     return fmt
