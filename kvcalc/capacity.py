@@ -147,7 +147,7 @@ def capacity(
     dev = get_gpu(gpu) if isinstance(gpu, str) else gpu
     # the engine's defaults for this GPU and model (vLLM's batch limits, SGLang's chunk), as the CLI builds them
     settings = eng.with_parallel(settings if settings is not None else eng.settings(gpu=dev, model=spec), parallel)
-    settings = eng.at_context(settings, context)
+    settings = eng.at_context(eng.with_gpu(settings, dev), context)
     notes: list[str] = []
     if dev is None and kv_memory is None:
         raise KvcalcError("gpu: name a GPU or give the KV pool of each GPU directly (kv_memory)", param="gpu")
@@ -227,12 +227,16 @@ def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capa
     """The longest max_model_len (<= limit) at which ``concurrency`` requests fit, and the capacity there."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise KvcalcError(f"concurrency: must be a positive integer, got {concurrency!r}", param="concurrency")
-    probe = capacity(context=1, **cap_args)  # the pool does not depend on the context
+    probe = capacity(context=1, **cap_args)  # the pool, where it does not depend on the context (checked below)
     pool = probe.kv_pool_bytes_per_gpu
     spec = probe.model
     par = probe.parallel
     eng = get_engine(cap_args.get("engine", "vllm"))
-    settings = probe.plan.settings
+    # the settings as capacity() builds them, at the search's limit (the probe's are shaped by its 1-token context:
+    # vLLM caps a defaulted batch budget at max_num_seqs x max_model_len)
+    given = cap_args.get("settings")
+    settings = eng.with_parallel(given if given is not None else eng.settings(gpu=probe.gpu, model=spec), par)
+    settings = eng.at_context(eng.with_gpu(settings, probe.gpu), limit)
     plans = _stage_plans(spec, limit, cap_args.get("precision"), eng, settings, cap_args.get("mtp", False), par)
     best = eng.max_context(plans, pool, concurrency, limit, settings, par)
     if best < 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
 from .errors import KvcalcError
@@ -27,10 +28,20 @@ class GPU:
     arch: str = ""  # NVIDIA "sm90" (compute capability 9.0), AMD "gfx942": engines choose kernels by it
     arch_source: str = ""
 
-    @property
-    def sm_major(self) -> int | None:
-        """The CUDA compute capability's major (9 for sm90, 10 for sm100); None for a non-NVIDIA device."""
-        return int(self.arch[2:]) // 10 if self.arch.startswith("sm") else None
+
+
+_ARCH = re.compile(r"^(?:sm(\d{2,3})[a-z]?|gfx[0-9a-f]{3,4})$")
+
+
+def arch_major(arch: str | None) -> int | None:
+    """A GPU architecture's CUDA compute capability major: 9 for sm90 (and for None: Hopper, where no GPU is
+    named), 10 for sm100; None for an AMD gfx target. Anything else is refused."""
+    if arch is None:
+        return 9
+    m = _ARCH.match(arch) if isinstance(arch, str) else None
+    if m is None:
+        raise KvcalcError(f"arch: expected a GPU architecture such as sm90 or gfx942, got {arch!r}"[:200], param="arch")
+    return int(m.group(1)) // 10 if m.group(1) else None
 
 
 _CATALOGUE: dict[str, GPU] | None = None

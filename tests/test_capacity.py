@@ -171,3 +171,26 @@ def test_a_defaulted_batch_budget_is_capped_at_max_num_seqs_times_max_model_len(
     assert mnbt("-c", "4") == 1024 * 4
     assert mnbt("-c", "2048") == 8192
     assert mnbt("--max-num-seqs", "2", "--max-num-batched-tokens", "8192", "-c", "2048") == 8192
+
+
+def test_the_concurrency_search_answers_a_context_at_which_that_many_fit():
+    # sliding-window groups reserve window - 1 + in-flight tokens: the search must price them with the batch
+    # budget of the context it answers, not of its 1-token probe (vLLM caps a defaulted budget at
+    # max_num_seqs x max_model_len); 32 fit at the answer and fewer one token past it
+    from kvcalc.capacity import max_context
+    args = {"model": "gemma-3-27b", "kv_memory": 40 * GIB}
+    best, cap = max_context(args, 32, 131072)
+    assert cap.requests_per_replica >= 32
+    assert capacity(context=best + 1, **args).requests_per_replica < 32
+
+
+def test_settings_built_without_a_gpu_take_the_gpus_architecture():
+    # capacity(settings=...) built with no GPU: the GPU named gives its architecture (Blackwell: FlashInfer MLA's
+    # 32-token block for DeepSeek-V3), and a malformed architecture is one line
+    from kvcalc.engines import get_engine
+    from kvcalc.errors import KvcalcError
+    vllm = get_engine("vllm")
+    c = capacity("deepseek-v3", 8192, gpu="b200", kv_memory=40 * GIB, settings=vllm.settings({}))
+    assert c.plan.settings.arch == "sm100" and c.plan.settings_json["block_size"] == 32
+    with pytest.raises(KvcalcError, match=r"^arch: expected a GPU architecture such as sm90 or gfx942, got 'h100'"):
+        capacity("deepseek-v3", 8192, kv_memory=40 * GIB, settings=vllm.settings({"arch": "h100"}))

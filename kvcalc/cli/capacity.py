@@ -35,9 +35,10 @@ PREFIX_HELP = "A prefix every request shares, held once where the engine's prefi
 def capacity_cmd(
     model: Optional[str] = model_arg(),
     hf: Optional[str] = hf_option(),
-    context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: the longest the engine derives for the model, its default "
-                                  "max_model_len / context_len; 1M where the model states none; with several engines the "
-                                  "shortest; with --concurrency the upper limit of the search)."),
+    context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: the engine's default max_model_len / "
+                                  "context_len for the model, the longest it derives except vLLM's LongRoPE default; 1M "
+                                  "where the model states none; with several engines the shortest; with --concurrency "
+                                  "the upper limit of the search, by default the longest the engine takes)."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
     engine: str = engine_option("vllm", "vllm (paged, as vLLM plans it), sglang (token pools, as SGLang sizes "
                                 "them) or exact (no paging); several, comma-separated (vllm,sglang), side by side."),
@@ -78,7 +79,7 @@ def capacity_cmd(
         if v is not None and name not in owned:  # the first engine names the owner in its refusal
             engine_settings(engs[0].name, {name: v})
     caps, reverse = [], None
-    context = context or _default_context(engs, spec)
+    context = context or _default_context(engs, spec, longest=concurrency is not None)
     for eng in engs:
         mine = {o.name for o in eng.options}
         settings = engine_settings(eng.name, {k: v for k, v in engine_values.items() if k in mine}, gpu=dev,
@@ -141,10 +142,10 @@ def _warn_long(engs, caps, spec, refused) -> None:
                   f"model; {eng.long_context}"])
 
 
-def _default_context(engs, spec) -> str:
-    """The engines' own default (the longest context each derives, or vLLM's LongRoPE default; the shortest side by
-    side); 1M without one."""
-    limits = [n for n in (e.default_context(spec) for e in engs) if n is not None]
+def _default_context(engs, spec, longest: bool = False) -> str:
+    """The engines' own default (the longest context each derives, or vLLM's LongRoPE default; with ``longest``,
+    for the --concurrency search, the longest each takes; the shortest side by side); 1M without one."""
+    limits = [n for n in ((e.context_limit if longest else e.default_context)(spec) for e in engs) if n is not None]
     return str(min(limits)) if limits else "1M"
 
 

@@ -61,8 +61,6 @@ def _rope_schema(sourced, integer) -> dict:
             "properties": {"type": {"type": "string", "minLength": 1},
                            "factor": sourced({"type": "number", "exclusiveMinimum": 0}),
                            "original_max_position_embeddings": sourced(integer),
-            "context_fields": {"type": "object", "additionalProperties": False, "properties": {
-                **{k: integer for k in CONTEXT_FIELDS}, "source": {"type": "string"}, "note": {"type": "string"}}},
                            "source": {"type": "string"}, "note": {"type": "string"}}}
 
 

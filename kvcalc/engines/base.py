@@ -109,6 +109,14 @@ class Engine(ABC):
             return replace(settings, pp=pp)
         return settings
 
+    def with_gpu(self, settings, gpu):
+        """The settings on ``gpu``: an architecture left unset (None) takes the GPU's, as settings built for it
+        would."""
+        if gpu is not None and getattr(gpu, "arch", "") and "arch" in {f.name for f in fields(settings)} \
+                and settings.arch is None:
+            return replace(settings, arch=gpu.arch)
+        return settings
+
     def at_context(self, settings, context: int):
         """The settings for max_model_len ``context``, where the engine's own depend on it (by default: as they
         are)."""

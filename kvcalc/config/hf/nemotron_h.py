@@ -77,7 +77,9 @@ def import_nemotron_h(fields: _Fields, mt: str) -> dict:
     comps: dict = {}
     kinds: dict = {}
     if "*" in pat:
-        comps["attention"] = _attention(fields, "head_dim" if fields.has("head_dim") else "attention_head_dim")
+        # vLLM's nemotron_h.py reads config.head_dim, NemotronHConfig's default 128 where config.json omits it
+        # (an attention_head_dim beside it is not read)
+        comps["attention"] = _attention(fields)
         kinds["attention"] = ["attention"]
     if "M" in pat:
         comps["mamba"] = {"cache": "mamba2", "heads": fields.value("mamba_num_heads"),

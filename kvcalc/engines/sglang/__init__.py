@@ -1,5 +1,6 @@
-"""SGLang 0.5.23's KV-cache sizing, as it runs on CUDA (Hopper), cited file by file (paths under
-``python/sglang/srt/`` of the 0.5.23 wheel; the facts are gathered in docs/engines/sglang-0.5.23.md).
+"""SGLang 0.5.23's KV-cache sizing, as it runs on the GPU named (Hopper where none is; Blackwell's TensorRT-LLM
+pages, ROCm's aiter fraction: ``Settings.arch``), cited file by file (paths under ``python/sglang/srt/`` of the
+0.5.23 wheel; the facts are gathered in docs/engines/sglang-0.5.23.md).
 
 SGLang sizes token pools, not a block pool: the budget is what is free after the weights less
 ``(1 - mem_fraction_static)`` of the memory free before they loaded
@@ -7,11 +8,13 @@ SGLang sizes token pools, not a block pool: the budget is what is free after the
 (``_handle_max_mamba_cache``); the rest divided by the bytes per token ("cell") of every pool, floored to the
 page, is ``max_total_num_tokens``; ``max_running_requests`` follows from it (``resolve_max_num_reqs``). A split
 sliding-window pool (``HybridSWAPoolConfigurator``) gets ``swa_full_tokens_ratio`` SWA tokens per full token.
-:mod:`.sizing` holds the steps. Nothing here branches on a model's name: SGLang's own per-architecture rules
-(split SWA pools, the Mamba cache strategy) read the config's ``architecture``.
+:mod:`.sizing` holds the steps (:mod:`.dsv4` DeepSeek V4's ``DSV4PoolConfigurator``). SGLang's own
+per-architecture rules (split SWA pools, the Mamba cache strategy, multimodal archs) read the config's
+``architecture``; its one rule on a model's path ("llama-2" caps the prefill graphs) reads the model's name and
+Hugging Face repository.
 
-Not modelled (refused with one line): DeepSeek V4's compressed pools (``DSV4PoolConfigurator``), speculative
-decoding, HiCache, ROCm, post-capture resize, KV-cache sharding, unified memory.
+Not modelled (refused with one line): speculative decoding, HiCache, MLA and DSA on ROCm, post-capture resize,
+KV-cache sharding, unified memory.
 """
 
 from __future__ import annotations

@@ -233,13 +233,15 @@ class Settings:
     mamba_full_memory_ratio: float = DEFAULT_MAMBA_FULL_MEMORY_RATIO
     chunked_prefill_size: int | None = None  # None: from the GPU's memory
     allow_overwrite_longer_context_len: bool = False  # the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1
-    arch: str = "sm90"  # the GPU's architecture (kvcalc/data/gpus.yaml arch): Hopper where no GPU is named
+    arch: str | None = None  # the GPU's architecture (kvcalc/data/gpus.yaml arch); None: Hopper, no GPU named
     context_length: int | None = None  # --context-length as capacity plans it (set from the context asked)
 
     @property
     def sm_major(self) -> int | None:
-        """The CUDA compute capability's major; None on ROCm (where every is_sm* probe is False)."""
-        return int(self.arch[2:]) // 10 if self.arch.startswith("sm") else None
+        """The CUDA compute capability's major (9 where no GPU is named); None on ROCm."""
+        from ...hardware import arch_major
+
+        return arch_major(self.arch)
 
     @property
     def attn_dp(self) -> int:

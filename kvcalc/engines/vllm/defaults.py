@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ...config.schema import CONTEXT_FIELDS
+
 from ...errors import KvcalcError
 from ...specs import GatedDeltaNetState
 from ...units import GIB
@@ -88,8 +90,7 @@ ROPE_NOT_MULTIPLIED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "dee
 
 
 #: transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key: the keys, in its order
-MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+MAX_LEN_KEYS = ("max_position_embeddings", *CONTEXT_FIELDS)
 
 
 def derived_len_and_key(spec) -> tuple[int | None, str | None]:
@@ -135,12 +136,14 @@ class Settings:
     allow_long_max_model_len: bool = False  # the environment variable VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
     max_num_seqs: int | None = None  # --max-num-seqs (None: vllm serve's 1024, capped by the token budget)
     batched_tokens_defaulted: bool = False  # max_num_batched_tokens is vllm serve's default, not the user's
-    arch: str = "sm90"  # the GPU's architecture (kvcalc/data/gpus.yaml arch): Hopper where no GPU is named
+    arch: str | None = None  # the GPU's architecture (kvcalc/data/gpus.yaml arch); None: Hopper, no GPU named
 
     @property
     def sm_major(self) -> int | None:
-        """The CUDA compute capability's major; None on ROCm."""
-        return int(self.arch[2:]) // 10 if self.arch.startswith("sm") else None
+        """The CUDA compute capability's major (9 where no GPU is named); None on ROCm."""
+        from ...hardware import arch_major
+
+        return arch_major(self.arch)
 
     def at_context(self, max_model_len: int) -> "Settings":
         """engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args: a defaulted

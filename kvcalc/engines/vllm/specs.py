@@ -283,8 +283,8 @@ def layer_specs(model, precision, settings: Settings, mtp: bool = False, kv_head
                           "layers is not supported\" (a Qwen2 / Qwen3 model whose max_window_layers is less than its "
                           "layers)")
     if any(isinstance(c, CompressedMLA) for c in used) and settings.sm_major not in (None, 9, 10, 12):
-        # models/deepseek_v4/nvidia/model.py picks the FlashMLA class, whose kernels declare major 9 or 10
-        # (sparse_mla.py); nothing checks it at start-up, but no V4 kernel runs there
+        # models/deepseek_v4/nvidia/model.py picks the FlashMLA class (kernels for major 9 or 10, sparse_mla.py),
+        # the FlashInfer SM120 class on major 12; nothing checks it at start-up, but no V4 kernel runs elsewhere
         raise KvcalcError(f"engine vllm: vLLM {VERSION}'s DeepSeek V4 kernels need compute capability 9, 10 or 12 "
                           f"(FlashMLA sparse, FlashInfer SM120); {settings.arch} has none")
     mla = _mla_of(used, precision, settings)

@@ -607,6 +607,10 @@ def test_longrope_defaults_vllm_to_the_original_context(tmp_path, cli):
     assert r.code == 0 and r.json()["context_tokens"] == 4096
     r = cli("capacity", "--hf", str(path), "--kv-memory", "1GiB", "--engine", "sglang", "--json")
     assert r.code == 0 and r.json()["context_tokens"] == 131072
+    # the --concurrency search runs to the limit, not the default: one request of 131,072 tokens (2 layers x 4 KV
+    # heads x 128 x (K, V) x 2 B = 4 KiB a token, 512 MiB) fits in 1 GiB
+    r = cli("capacity", "--hf", str(path), "--kv-memory", "1GiB", "--concurrency", "1", "--json")
+    assert r.code == 0 and r.json()["max_context_tokens"] == 131072
     with pytest.raises(KvcalcError, match=r"rope_scaling: expected a mapping"):
         import_config({**data, "rope_scaling": "longrope"})
 
