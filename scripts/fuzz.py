@@ -71,9 +71,13 @@ ENGINE_FLAGS = {
 }
 
 
+#: one GPU of each architecture other than Hopper's: Ampere, Blackwell, Blackwell consumer (SM120), ROCm
+ARCH_GPUS = ("a100-80gb", "b200", "rtx-5090", "mi300x")
+
+
 def engine_grid(configs) -> list[list[str]]:
-    """capacity for every shipped model x engine x tp x budget x option set, plus --concurrency and --json; transfer
-    for every model x engine x tp, and decode on a GPU."""
+    """capacity for every shipped model x engine x tp x budget x option set, plus --concurrency and --json, and on
+    one GPU of each other architecture; transfer for every model x engine x tp, and decode on a GPU."""
     out = []
     for cfg in configs:
         for engine, sets in ENGINE_FLAGS.items():
@@ -86,6 +90,10 @@ def engine_grid(configs) -> list[list[str]]:
             for tp in ("1", "8"):
                 out.append(["transfer", cfg.stem, "--engine", engine, "-c", "8k", "--tp", tp, "--json"])
         out.append(["decode", cfg.stem, "--gpu", "h200", "-b", "64", "--json"])
+        for engine in ("vllm", "sglang"):  # each architecture's kernels and pages (gpus.yaml arch)
+            for gpu in ARCH_GPUS:
+                out.append(["capacity", cfg.stem, "--engine", engine, "--gpu", gpu, "--kv-memory", "40GiB", "--tp", "8",
+                            "-c", "32k", "--json"])
     return out
 
 

@@ -27,7 +27,7 @@ FLAGS = ["--context", "-c", "--precision", "-p", "--basis", "--batch", "-b", "--
          "--max-total-tokens", "--enable-dp-attention", "--mamba-full-memory-ratio", "--chunked-prefill-size",
          "--link", "--bandwidth", "--max-num-seqs"]
 VALUES = ["1M", "128k", "0", "-1", "1.5M", "1e9", "nan", "inf", "9" * 60, "", " ", "1,2,3", "1k..1M", "4k..1k",
-          "1k..8k:1k", "bf16", "fp8", "all", "article", "complete", "h200", "b200", "nope", "vllm", "exact",
+          "1k..8k:1k", "bf16", "fp8", "all", "article", "complete", "h200", "b200", "mi300x", "a100", "rtx-5090", "nope", "vllm", "exact",
           "deepseek-v4-pro", "deepseek-v3.2", "llama-3.1-8b", "qwen3-next-80b-a3b", "gemma-3-27b", "a" * 300,
           "/dev/null", "/", "/tmp", "kvcalc/data/configs/llama-3.1-8b.yaml", "tests/fixtures/hf/kimi-k2.json", "\u00e9\u00e8",
           "1_048_576", "0x10", "40GiB", "1.0", "0.5", "2", "8", "3", "mxfp4", "json", "csv", "\x7f", "--", "-",
