@@ -47,9 +47,9 @@ import importlib
 #: the names this package offers, by the module that defines them (loaded on first use, PEP 562: importing the
 #: package for its options costs nothing)
 _WHERE = {
-    **dict.fromkeys(("BLACKWELL_GPUS", "DEFAULT_ASYNC_SCHEDULING", "DEFAULT_GPU_MEMORY_UTILIZATION",
+    **dict.fromkeys(("DEFAULT_ASYNC_SCHEDULING", "DEFAULT_GPU_MEMORY_UTILIZATION",
                      "DEFAULT_INDEXER_DTYPE", "DEFAULT_PREFIX_CACHING", "FLASH_ATTENTION_BLOCK",
-                     "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT", "FLASHMLA_BLOCK", "GDN_PREFILL_BACKENDS", "HOPPER_GPUS",
+                     "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT", "FLASHMLA_BLOCK", "GDN_PREFILL_BACKENDS",
                      "INDEXER_DTYPES", "NAME", "V4_BLOCK", "V4_PAGE_ALIGNMENT", "V4_PLAIN_ALIGNMENT", "V4_SWA_BLOCK",
                      "VERSION", "Settings", "default_gdn_prefill_backend", "default_max_num_batched_tokens",
                      "format_gib", "max_in_flight_tokens"), "defaults"),

@@ -41,10 +41,6 @@ DEFAULT_ASYNC_SCHEDULING = True
 DEFAULT_PREFIX_CACHING = True
 #: v1/attention/backends/gdn_attn.py: FlashInfer's GDN prefill exports mid-prefill states on a 64-token grid
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
-#: model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend ("auto"): FlashInfer
-#: on Hopper; on Blackwell when head_k_dim is 128 and the CUDA runtime is 13 or newer; Triton (FLA) elsewhere
-HOPPER_GPUS = ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "h20")
-BLACKWELL_GPUS = ("b200", "gb200", "rtx-5090")
 #: the GDN prefill kernels kvcalc tells apart: only FlashInfer's exports mid-prefill checkpoints
 GDN_PREFILL_BACKENDS = ("flashinfer", "triton")
 
@@ -175,12 +171,20 @@ class Settings:
 
 
 
-def default_gdn_prefill_backend(gpu_key: str | None, model=None) -> str:
-    """vLLM's "auto" GDN prefill backend on this GPU (see HOPPER_GPUS): 'flashinfer' or 'triton'. Blackwell
-    needs head_k_dim 128 and CUDA 13 (assumed). Without a GPU: the Hopper answer, like the other defaults."""
-    if gpu_key is None or gpu_key in HOPPER_GPUS:
+def default_gdn_prefill_backend(gpu=None, model=None) -> str:
+    """vLLM's "auto" GDN prefill backend on ``gpu`` (a catalogue name or a kvcalc.hardware.GPU; None: the Hopper
+    answer, like the other defaults): 'flashinfer' or 'triton'. model_executor/layers/mamba/gdn/
+    qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend: FlashInfer on compute capability 9.0; on the 10.x and
+    12.x families when head_k_dim is 128 and the CUDA runtime is 13 or newer (assumed); Triton (FLA) elsewhere."""
+    from ...hardware import arch_major, get_gpu
+
+    if gpu is None:
         return "flashinfer"
-    if gpu_key in BLACKWELL_GPUS and model is not None:
+    arch = (get_gpu(gpu) if isinstance(gpu, str) else gpu).arch
+    major = arch_major(arch) if arch else None  # a GPU of no stated architecture: not Hopper, Triton
+    if major == 9:
+        return "flashinfer"
+    if major in (10, 12) and model is not None:
         dims = {c.k_head_dim for c in model.components.values() if type(c) is GatedDeltaNetState}
         return "flashinfer" if dims and dims <= {128} else "triton"
     return "triton"

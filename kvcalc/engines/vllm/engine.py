@@ -42,7 +42,7 @@ class VllmEngine(Engine):
         if "arch" not in given and gpu is not None and gpu.arch:
             out["arch"] = gpu.arch
         if "gdn_prefill_backend" not in given:
-            out["gdn_prefill_backend"] = default_gdn_prefill_backend(gpu.key if gpu else None, model)
+            out["gdn_prefill_backend"] = default_gdn_prefill_backend(gpu, model)
         return out
 
     def pp_stages(self, num_layers: int, pp: int) -> list[range]:

@@ -94,6 +94,9 @@ def test_default_gdn_backend_follows_the_gpu():
     assert V.default_gdn_prefill_backend("a100-80gb", spec) == "triton"
     assert V.default_gdn_prefill_backend("b200", spec) == "flashinfer"  # head_k_dim 128
     assert V.default_gdn_prefill_backend("mi300x", spec) == "triton"
+    # the 12.x family (RTX 5090) as the 10.x one: qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend
+    assert V.default_gdn_prefill_backend("rtx-5090", spec) == "flashinfer"
+    assert V.default_gdn_prefill_backend("l40s", spec) == "triton"  # 8.9
 
 
 def test_capacity_cli_on_a_hybrid(cli):
