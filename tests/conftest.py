@@ -8,6 +8,9 @@ import os
 # The tests compare figures computed in one process, so none depends on the count. Set OMP_NUM_THREADS
 # yourself to override.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The text layouts compared are kvcalc's off a terminal with no $COLUMNS (120 columns); tests that want another
+# width set it themselves. A user's $COLUMNS, or pytest-xdist's (its workers get the controller's width), is dropped.
+os.environ.pop("COLUMNS", None)
 
 import pytest  # noqa: E402
 
@@ -16,7 +19,16 @@ from kvcalc.cli import main  # noqa: E402
 import early  # noqa: E402  (tests/early.py: slow subprocess tests started in the background)
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The slow subprocess tests first (stable otherwise): under pytest-xdist a worker takes one at the start
+    instead of holding the run's tail for tens of seconds; every worker collects the same order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # in one process they stay where they are, run in the background
+        items.sort(key=lambda item: getattr(item, "originalname", "") not in early.COMMANDS)
+
+
 def pytest_collection_finish(session):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # under pytest-xdist the workers share the cores; each subprocess test runs where it is scheduled
     early.start([item.originalname for item in session.items if hasattr(item, "originalname")])
 
 
