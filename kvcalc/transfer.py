@@ -104,6 +104,8 @@ class Transfer:
     stored_bytes: int  # the exact bytes of the request's cache on one rank (kvcalc estimate, complete basis)
     reserved_bytes: int  # what the request's blocks / pages cost in the engine's pool on one rank
     link: Link | None
+    gpu: str | None = None  # the catalogue GPU on both sides (None: none named, the engine's Hopper rules)
+    arch: str | None = None  # the architecture whose kernels set the layout (None: Hopper's, no GPU named)
 
     @property
     def cache_bytes(self) -> int:
@@ -132,7 +134,7 @@ class Transfer:
                 "cache_bytes": self.cache_bytes, "aux_bytes": self.plan.aux_bytes,
                 "transfer_bytes": self.transfer_bytes, "wire_bytes": self.wire_bytes,
                 "stored_bytes": self.stored_bytes, "reserved_bytes": self.reserved_bytes,
-                "reserved_as": self.plan.reserved_as,
+                "reserved_as": self.plan.reserved_as, "gpu": self.gpu, "arch": self.arch,
                 "link": None if self.link is None else self.link.to_json(),
                 "transfer_seconds": self.transfer_seconds,
                 "links": [{"key": k.key, "bytes_per_s": k.bytes_per_s, "seconds": self.seconds_over(k)}
@@ -176,9 +178,10 @@ def bandwidth_link(gbps) -> Link:
 
 
 def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str | None = None, tp: int = 1,
-             link: str | None = None, bandwidth: float | None = None, settings=None) -> Transfer:
+             link: str | None = None, bandwidth: float | None = None, settings=None, gpu=None) -> Transfer:
     """The bytes one request of ``prompt_tokens`` moves from prefill to decode on ``engine``, and the time over
-    ``link`` (a catalogue name) or ``bandwidth`` (GB/s per direction)."""
+    ``link`` (a catalogue name) or ``bandwidth`` (GB/s per direction). ``gpu`` (a catalogue name or GPU, both
+    sides alike) sets the architecture whose kernels pick the block / page layout; None plans on Hopper's rules."""
     from .config import as_model
     from .engines import get_engine
     from .plan import plan
@@ -192,10 +195,24 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
                           param="bandwidth")
     chosen = get_link(link) if link is not None else (bandwidth_link(bandwidth) if bandwidth is not None else None)
     eng = get_engine(engine)
+    dev = _gpu(gpu)
+    settings = eng.settings(gpu=dev, model=spec) if settings is None else eng.with_gpu(settings, dev)
     # the plan's max_model_len is the prompt; an engine that needs room past the prompt (vLLM: one output token)
     # refuses a prompt its context check would let through
     eng.check_prompt(spec, prompt_tokens, settings)
     p = plan(spec, prompt_tokens, precision=precision, engine=eng.name, settings=settings, tp=tp)
     tplan = eng.transfer_groups(p, spec, prompt_tokens)
     return Transfer(spec.name, eng.name, eng.title, p.precision, prompt_tokens, tp, tplan, p.analytic_bytes,
-                    p.per_request_bytes, chosen)
+                    p.per_request_bytes, chosen, dev.key if dev is not None else None,
+                    getattr(settings, "arch", None))
+
+
+def _gpu(gpu):
+    """A catalogue GPU from its name (or as given; None: none named)."""
+    from .hardware import GPU, get_gpu
+
+    if gpu is None or isinstance(gpu, GPU):
+        return gpu
+    if not isinstance(gpu, str):
+        raise KvcalcError(f"gpu: expected a GPU name from the catalogue, got {gpu!r}"[:200], param="gpu")
+    return get_gpu(gpu)

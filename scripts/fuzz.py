@@ -77,7 +77,8 @@ ARCH_GPUS = ("a100-80gb", "b200", "rtx-5090", "mi300x")
 
 def engine_grid(configs) -> list[list[str]]:
     """capacity for every shipped model x engine x tp x budget x option set, plus --concurrency and --json, and on
-    one GPU of each other architecture; transfer for every model x engine x tp, and decode on a GPU."""
+    one GPU of each other architecture; transfer for every model x engine x tp (and on those GPUs), and decode on
+    a GPU."""
     out = []
     for cfg in configs:
         for engine, sets in ENGINE_FLAGS.items():
@@ -94,6 +95,7 @@ def engine_grid(configs) -> list[list[str]]:
             for gpu in ARCH_GPUS:
                 out.append(["capacity", cfg.stem, "--engine", engine, "--gpu", gpu, "--kv-memory", "40GiB", "--tp", "8",
                             "-c", "32k", "--json"])
+                out.append(["transfer", cfg.stem, "--engine", engine, "--gpu", gpu, "--tp", "8", "-c", "8k", "--json"])
     return out
 
 
@@ -105,7 +107,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", type=float, default=1.0, help="cases per surface x this (default 1: 21,500 + the grid)")
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--no-grid", action="store_true", help="leave out the engine grid (2,160 capacity runs, 162 transfer and 27 decode runs)")
+    ap.add_argument("--no-grid", action="store_true", help="leave out the engine grid (for 27 models: 2,376 capacity runs, 378 transfer and 27 decode runs)")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
     rng = random.Random(a.seed)

@@ -364,8 +364,10 @@ def _beyond_case(rng: random.Random, name: str, model) -> tuple:
                 gpu = get_gpu(rng.choice(["h200", "l4", "mi300x"]))
                 step_floor(d, as_model(model), gpu, weights_bytes=rng.choice([None, 16 << 30, api_value(rng)]))
         return ("api", f"decode({model!r}, {kw!r})"[:200], run)
-    kw = {k: api_value(rng) for k in rng.sample(["precision", "engine", "tp", "link", "bandwidth", "settings"],
+    kw = {k: api_value(rng) for k in rng.sample(["precision", "engine", "tp", "link", "bandwidth", "settings", "gpu"],
                                                 rng.randrange(0, 3))}
+    if "gpu" in kw and rng.random() < 0.5:  # a real GPU of each architecture, as often as a junk value
+        kw["gpu"] = rng.choice(["h200", "b200", "a100-80gb", "rtx-5090", "l40s", "mi300x"])
     return ("api", f"transfer({model!r}, {kw!r})"[:200], lambda: transfer(model, ctx, **kw))
 
 

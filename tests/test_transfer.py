@@ -185,3 +185,33 @@ def test_sglang_v4_holds_and_prices_its_fp8_layout_when_no_precision_is_asked():
     assert default.plan.reserved_as.startswith("is priced") and default.to_json()["reserved_as"] == \
         default.plan.reserved_as
     assert transfer("llama-3.1-8b", 8192).plan.reserved_as == "reserves"
+
+
+def test_the_gpu_sets_the_layout_the_connector_moves(cli):
+    """The GPU's architecture picks the kernels, and so the block / page size and the row format moved."""
+    mla = 61 * 1152  # DeepSeek-V3 bf16: 61 layers x a 576-element bf16 latent row
+    hopper, blackwell = transfer("deepseek-v3", 8192), transfer("deepseek-v3", 8192, gpu="b200")
+    # Hopper bf16: FLASH_ATTN_MLA, blocks of 16 -> 512 blocks; Blackwell: FlashInfer MLA, blocks of 32 -> 256
+    assert [(g.units, g.unit_bytes) for g in hopper.plan.groups] == [(512, 16 * mla)]
+    assert [(g.units, g.unit_bytes) for g in blackwell.plan.groups] == [(256, 32 * mla)]
+    assert (hopper.gpu, hopper.arch, blackwell.gpu, blackwell.arch) == (None, None, "b200", "sm100")
+    # SGLang on Blackwell: V3.2's DSA cache is fp8 by default with the raw 576 B latent row (+ the 132 B fp8
+    # indexer row), pages of 64: 128 pages a rank at tp 8, plus the 1,600 B metadata row
+    s = transfer("deepseek-v3.2", 8192, engine="sglang", gpu="b200", tp=8)
+    assert s.precision == "fp8" and s.transfer_bytes == 128 * 64 * 61 * (576 + 132) + 1600 == 353_797_696
+    # trtllm_mha on Blackwell keeps a page of 16/32/64/128 and takes 64 for any other
+    r = cli("transfer", "llama-3.1-8b", "--engine", "sglang", "--gpu", "b200", "--page-size", "100", "--json")
+    assert r.code == 0, r.err
+    j = r.json()
+    assert (j["gpu"], j["arch"], j["groups"][0]["unit_tokens"], j["groups"][0]["units"]) == ("b200", "sm100", 64, 128)
+    assert j["cache_bytes"] == 128 * 64 * LLAMA_TOKEN
+    r = cli("transfer", "deepseek-v3", "--gpu", "b200")
+    assert r.code == 0 and "on b200 (sm100)" in r.out and "kernels on sm100" in " ".join(r.out.split())
+    assert "on Hopper take them: no GPU named" in " ".join(cli("transfer", "deepseek-v3").out.split())
+    # refused where the engine is: no V4 kernel on Ada, an unknown GPU named
+    r = cli("transfer", "deepseek-v4-flash", "--gpu", "l40s")
+    assert r.code == 2 and "sm89 has none" in r.err and "Traceback" not in r.err
+    r = cli("transfer", "llama-3.1-8b", "--gpu", "h9000")
+    assert r.code == 2 and r.err.startswith("kvcalc: error: --gpu: unknown accelerator 'h9000'")
+    with pytest.raises(KvcalcError, match="gpu: expected a GPU name"):
+        transfer("llama-3.1-8b", 8192, gpu=3)

@@ -12,6 +12,8 @@ from .files import one_model
 
 LINK_HELP = ("A link from the catalogue: nvlink4, nvlink5, ib-hdr, ib-ndr, ib-xdr, roce-400g, pcie4-x16, pcie5-x16 "
              "(default: the time over each).")
+GPU_HELP = ("The GPU on both sides (`kvcalc gpus`): its architecture picks the engine's kernels, and so its block "
+            "or page size and row format (default: Hopper's, as on an H100 or H200).")
 BANDWIDTH_HELP = "Instead of --link: the link's rate in one direction, decimal GB/s."
 
 
@@ -26,6 +28,7 @@ def transfer_cmd(
     engine: str = engine_option("vllm", "vllm (NixlConnector's blocks), sglang (disaggregation's pages) or exact "
                                 "(the bytes held, no paging)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks on each side (the same on both)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help=GPU_HELP),
     link: Optional[str] = typer.Option(None, "--link", help=LINK_HELP),
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help=BANDWIDTH_HELP),
     as_json: bool = json_option(),
@@ -34,14 +37,16 @@ def transfer_cmd(
     """The bytes one request's cache moves from the prefill GPU to the decode GPU after prefill, block- or
     page-granular as the engine's connector moves them (padding included), and the time over a link."""
     from ..config import load_model
+    from ..hardware import get_gpu
     from ..present.transfer import render_transfer
     from ..transfer import transfer
     from ..units import parse_tokens
 
     spec = load_model(one_model(model, hf))
-    settings = engine_settings(engine, engine_values or {}, model=spec)
+    dev = get_gpu(gpu) if gpu is not None else None
+    settings = engine_settings(engine, engine_values or {}, gpu=dev, model=spec)
     t = transfer(spec, parse_tokens(context, "--context"), engine=engine, precision=precision, tp=tp, link=link,
-                 bandwidth=bandwidth, settings=settings)
+                 bandwidth=bandwidth, settings=settings, gpu=dev)
     if as_json:
         print_json(t.to_json())
     else:

@@ -425,7 +425,7 @@ def _transfer() -> tuple[dict, dict]:
     return obj({"model": STR, "engine": STR, "engine_title": STR, "precision": STR, "prompt_tokens": POS, "tp": POS,
                 "tokens_moved": POS, "groups": arr(group, 1), "cache_bytes": COUNT, "aux_bytes": COUNT,
                 "transfer_bytes": COUNT, "wire_bytes": COUNT, "stored_bytes": COUNT, "reserved_bytes": COUNT,
-                "reserved_as": STR, "link": null(link), "transfer_seconds": null(NUM), "links": arr(over, 1), "notes": arr(STR),
+                "reserved_as": STR, "gpu": null(STR), "arch": null(STR), "link": null(link), "transfer_seconds": null(NUM), "links": arr(over, 1), "notes": arr(STR),
                 "basis": STR}), {}
 
 

@@ -12,8 +12,9 @@ def _seconds(s: float) -> str:
 
 def render_transfer(con, t) -> None:
     ranks = f", on each of {t.tp} tensor-parallel ranks" if t.tp > 1 else ""
+    where = f" on {t.gpu} ({t.arch})" if t.gpu is not None and t.arch else (f" on {t.gpu}" if t.gpu else "")
     con.print(f"{t.model}, {t.precision}, a prompt of {ctx_text(t.prompt_tokens)} handed from prefill to decode "
-              f"on {t.engine_title}{ranks}:")
+              f"on {t.engine_title}{where}{ranks}:")
     tab = table()
     drops = {"rule": 1, "per unit": 2, "layers": 3}
     for name, just in (("group", "left"), ("caches", "left"), ("layers", "right"), ("moves", "right"),
@@ -44,6 +45,9 @@ def render_transfer(con, t) -> None:
         for k in links().values():
             lt.add_row(k.name, f"{k.bytes_per_s / 1e9:,.1f}", _seconds(t.seconds_over(k)))
         con.table(lt)
-    con.print("Basis: the connector's whole blocks or pages with their padding, one rank (each decode rank reads "
-              "its own share; ranks in parallel, one link each); peak one-way link rates, no protocol overhead; no "
-              "decode-side prefix hit, no speculative decoding; binary units for bytes, decimal for rates.")
+    kernels = ("" if t.engine == "exact" else
+               f" (their size and rows as the engine's kernels on {t.arch} take them)" if t.gpu is not None and t.arch
+               else " (their size and rows as the engine's kernels on Hopper take them: no GPU named)")
+    con.print(f"Basis: the connector's whole blocks or pages with their padding{kernels}, one rank (each decode rank "
+              "reads its own share; ranks in parallel, one link each); peak one-way link rates, no protocol overhead; "
+              "no decode-side prefix hit, no speculative decoding; binary units for bytes, decimal for rates.")
