@@ -340,7 +340,7 @@ def _verify_defs() -> dict:
 
 def _verify_common() -> dict:
     return {"model": STR, "context_tokens": POS, "precision": STR, "engine": STR, "engine_version": STR, "device": STR,
-            "fill": {"enum": ["full", "sample", "none"]}, "writer": null(STR), "batch": POS, "complete": BOOL,
+            "arch": null(STR), "fill": {"enum": ["full", "sample", "none"]}, "writer": null(STR), "batch": POS, "complete": BOOL,
             "predicted_bytes": COUNT, "planned_bytes": COUNT, "allocated_bytes": COUNT,
             "expected_written_bytes": COUNT, "written_bytes": null(COUNT), "groups": arr(ref("group")),
             "tolerances": mapping(STR), "checks": arr(ref("check"), 1), "seconds": ref("seconds"),

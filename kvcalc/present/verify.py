@@ -14,7 +14,7 @@ def render_verify(con, result) -> None:
     eng = get_engine(r.engine).title
     writer = f", writer {r.writer}" if r.writer else ""
     con.print(f"{r.model}, {r.precision}, {ctx_text(r.context_tokens)} x {r.batch} "
-              f"request{'s' if r.batch > 1 else ''}; {eng} pool on {r.device}; fill {r.fill}{writer}")
+              f"request{'s' if r.batch > 1 else ''}; {eng} pool on {_where(r)}; fill {r.fill}{writer}")
     g = _bytes_table("group", "blocks")
     filled = r.fill != "none"
     for grp in r.groups:
@@ -41,6 +41,12 @@ def render_verify(con, result) -> None:
     con.print(f"Verdict: {r.verdict}.")
 
 
+def _where(r) -> str:
+    """The device, and the architecture whose kernels the layout follows (the CPU plans on Hopper's)."""
+    return f"{r.device} ({r.arch} kernels)" if r.arch else (
+        f"{r.device} (Hopper's kernels)" if r.device == "cpu" and r.engine != "exact" else r.device)
+
+
 def _render_token_pools(con, r) -> None:
     """An engine's token pools (SGLang): one row per pool, its tokens, and the padding page SGLang keeps."""
     tp = r.token_pools
@@ -48,7 +54,7 @@ def _render_token_pools(con, r) -> None:
     eng = get_engine(r.engine).title.split()[0]
     writer = f", writer {r.writer}" if r.writer else ""
     where = (f"the exact layout ({tp['basis']} basis: one tensor per component and layer, no pages) on {r.device}"
-             if exact else f"{eng} {r.engine_version} token pools on {r.device}, page {tp['page_size']}")
+             if exact else f"{eng} {r.engine_version} token pools on {_where(r)}, page {tp['page_size']}")
     con.print(f"{r.model}, {r.precision}, {ctx_text(r.context_tokens)} x {r.batch} "
               f"request{'s' if r.batch > 1 else ''}; {where}; fill {r.fill}{writer}")
     g = _bytes_table("pool", "tokens")

@@ -315,7 +315,8 @@ def _result(run: _Run, planned: int, writer, copy_bw) -> VerifyResult:
     fill_seconds = run.seconds.get("fill_pass1")
     return VerifyResult(
         model=p.model, context_tokens=p.context, precision=p.precision, engine=p.engine,
-        engine_version=p.engine_version, device=run.device, fill=run.fill, writer=writer, batch=batch,
+        engine_version=p.engine_version, device=run.device, arch=getattr(p.settings, "arch", None), fill=run.fill,
+        writer=writer, batch=batch,
         complete=run.complete, predicted_bytes=p.analytic_bytes * batch, planned_bytes=planned,
         planned_blocks=run.num_blocks, bytes_per_block=p.bytes_per_block, allocated_bytes=run.storage,
         expected_written_bytes=sum(run.expected.values()) if run.expected else 0,
@@ -375,6 +376,20 @@ def run_one(model, context: int, *, precision=None, engine="vllm", settings=None
     return replace(out, tp=tp, rank=rank)
 
 
+def on_arch(engine: str, settings, arch: str | None):
+    """``settings`` (None: the engine's defaults) planned for a device of architecture ``arch``, where the engine's
+    settings carry one and it was left unset."""
+    from dataclasses import fields
+
+    from ..engines import get_engine
+
+    if settings is None:
+        settings = get_engine(engine).settings()
+    if arch and "arch" in {f.name for f in fields(settings)} and settings.arch is None:
+        return replace(settings, arch=arch)
+    return settings
+
+
 def run(model, context: int, *, tp: int = 1, **kw) -> VerifyResult:
     """`kvcalc verify`: one rank in this process, or ``tp`` ranks in their own processes (gathered on rank 0);
     the combined result sums bytes over ranks and passes only when every rank passes."""
@@ -384,6 +399,10 @@ def run(model, context: int, *, tp: int = 1, **kw) -> VerifyResult:
         from .measure import resolve_device
 
         kw = dict(kw, device=resolve_device("auto")[0])
+    if kw.get("device") == "cuda":  # the engine's kernels, and so its layout, are the device's
+        from .measure import device_arch
+
+        kw = dict(kw, settings=on_arch(kw.get("engine", "vllm"), kw.get("settings"), device_arch("cuda")))
     if tp == 1:
         return run_one(model, context, **kw)
     if _token_pools(kw.get("engine", "vllm")):

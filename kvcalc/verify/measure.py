@@ -44,6 +44,20 @@ def resolve_device(device) -> tuple[str, str | None]:
                    "figures); {{device}} cuda requires one")
 
 
+def device_arch(device: str) -> str | None:
+    """The architecture of the CUDA device as kvcalc/data/gpus.yaml names it (compute capability 9.0: sm90; on
+    ROCm its gfx target), whose kernels the engine's layout follows; None on the CPU (Hopper's rules).
+    Never run on a GPU here: see the README's verify section."""
+    if device != "cuda":
+        return None
+    torch = _torch()
+    if getattr(torch.version, "hip", None):
+        name = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "gcnArchName", ""))
+        return name.split(":")[0] or None
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm{major}{minor}"
+
+
 def _counter(torch, sentinel: int, equal: bool):
     """Bytes of a tensor that differ from (``equal=False``) or equal (``equal=True``) ``sentinel``:
     count_nonzero of ``x ^ sentinel`` (one pass, several times faster than summing a bool mask)."""

@@ -223,6 +223,8 @@ class VerifyResult:
     ranks: tuple["VerifyResult", ...] = ()
     #: an engine's token pools (SGLang): its figures for the batch (max_total_num_tokens, page_size, ...)
     token_pools: dict | None = None
+    #: the architecture whose kernels the engine's layout follows (the CUDA device's; None: Hopper's rules)
+    arch: str | None = None
 
     def to_json(self) -> dict:
         """The report's dict (a tensor-parallel result: the combined report, with every rank's in ``ranks``)."""
@@ -235,6 +237,7 @@ class VerifyResult:
             "engine": self.engine,
             "engine_version": self.engine_version,
             "device": self.device,
+            "arch": self.arch,
             "fill": self.fill,
             "writer": self.writer,
             "batch": self.batch,
@@ -267,7 +270,7 @@ class VerifyResult:
 
     def _combined_json(self) -> dict:
         out = {k: getattr(self, k) for k in ("model", "context_tokens", "precision", "engine", "engine_version",
-                                             "device", "fill", "writer", "batch", "basis", "tolerances",
+                                             "device", "arch", "fill", "writer", "batch", "basis", "tolerances",
                                              "predicted_bytes", "planned_bytes", "allocated_bytes",
                                              "expected_written_bytes", "written_bytes")}
         out["groups"] = [g.to_json() for g in self.groups]

@@ -173,8 +173,8 @@ def test_the_result_round_trips_and_the_vllm_json_keeps_its_keys():
     assert out.to_json()["engine"] == "sglang" and "token_pools" in out.to_json()
     v = verify(plan("llama-3.1-8b", 1024, settings=V.Settings(max_num_batched_tokens=256, async_scheduling=False)))
     j = v.to_json()
-    assert list(j) == ["model", "context_tokens", "precision", "engine", "engine_version", "device", "fill",
-                       "writer", "batch", "complete", "predicted_bytes", "planned_bytes", "planned_blocks",
+    assert list(j) == ["model", "context_tokens", "precision", "engine", "engine_version", "device", "arch",
+                       "fill", "writer", "batch", "complete", "predicted_bytes", "planned_bytes", "planned_blocks",
                        "bytes_per_block", "allocated_bytes", "expected_written_bytes", "written_bytes",
                        "stray_written_bytes", "measured", "seconds", "fill_bytes_per_second",
                        "device_copy_bytes_per_second", "fill_info", "groups", "readback", "tolerances", "checks",
@@ -185,7 +185,7 @@ def test_the_result_round_trips_and_the_vllm_json_keeps_its_keys():
 def test_cli_text_and_json(cli):
     r = cli("verify", "llama-3.1-8b", "--engine", "sglang", "-c", "64", "--batch", "2")
     assert r.code == 0, r.err
-    assert "SGLang 0.5.23 token pools on cpu, page 1; fill sample, writer torch" in r.out
+    assert "SGLang 0.5.23 token pools on cpu (Hopper's kernels), page 1; fill sample, writer torch" in " ".join(r.out.split())
     assert "SGLang's padding page" in r.out and "Verdict: pass." in r.out
     r = cli("verify", "llama-3.1-8b", "--engine", "sglang", "-c", "64", "--fill", "none", "--json")
     assert r.code == 0, r.err
