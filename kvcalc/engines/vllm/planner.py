@@ -40,6 +40,13 @@ def _group(i: int, members: list[LayerSpec], context: int, in_flight: int, analy
     )
 
 
+def _empty_group(i: int, whole: list[LayerSpec], context: int, in_flight: int) -> PlanGroup:
+    """A group with no layers in this pipeline stage: no pages here, its global spec's blocks per request."""
+    g = _group(i, whole, context, in_flight, {})
+    return PlanGroup(index=i, kind=g.kind, layers=(), members=(), block_size=g.block_size, pages=(),
+                     blocks_per_request=g.blocks_per_request, analytic_bytes=0, window=g.window)
+
+
 def _format_notes(spec, prec, specs: list[LayerSpec]) -> list[str]:
     """Where vLLM stores a cache in another format than the precision names."""
     notes = []
@@ -90,17 +97,26 @@ def vllm_plan(job) -> PoolPlan:
     settings = job.settings.at_context(context)
     specs, block = layer_specs(spec, prec, settings, mtp=job.mtp, kv_heads_divisor=job.tp)
     grouped, rule, padding = group_layers(specs)
-    kept = [g for g in ([s for s in g if s.layer in job.stage_layers] for g in grouped) if g]
     in_flight = settings.in_flight
-    groups = [_group(i, members, context, in_flight, job.analytic) for i, members in enumerate(kept)]
-    if not groups:
+    here = [[s for s in g if s.layer in job.stage_layers] for g in grouped]
+    if not any(here):
         raise KvcalcError(f"{spec.name}: no cache layers in this pipeline stage")
+    # kv_cache_planning.py _project_kv_cache_groups_to_worker keeps every group on every stage, one without layers
+    # here with its global spec: the scheduler (worker 0's config) still counts its blocks for each request
+    counted = [members or whole for members, whole in zip(here, grouped)]
+    groups = [_group(i, members, context, in_flight, job.analytic) if members else
+              _empty_group(i, whole, context, in_flight) for i, (members, whole) in enumerate(zip(here, grouped))]
     bytes_per_block = max(g.page_bytes for g in groups)
 
     def blocks_at(ctx: int) -> tuple[int, ...]:
-        return tuple(max(s.blocks_per_request(ctx, in_flight) for s in g) for g in kept)
+        return tuple(max(s.blocks_per_request(ctx, in_flight) for s in g) for g in counted)
 
     notes = _format_notes(spec, prec, specs)
+    for g in groups:
+        if not g.layers:
+            notes.append(f"group {g.index} ({g.kind_name}) has no layers in this pipeline stage; vLLM's scheduler "
+                         f"still counts its {g.blocks_per_request:,} blocks for each request "
+                         "(kv_cache_planning.py _project_kv_cache_groups_to_worker)")
     if padding:
         notes.append(f"vLLM pads the groups with {padding} empty layer(s) so that every group has as many layers")
     layout = Layout.BLOCK_OUTERMOST if block_outermost(specs) else Layout.LAYER_OUTERMOST

@@ -157,3 +157,26 @@ def test_a_qwen2_model_sliding_in_only_some_layers_is_refused(tmp_path):
     # every layer sliding (max_window_layers 0) is what vLLM runs
     path.write_text(json.dumps({**data, "max_window_layers": 0}))
     assert plan(load_hf(str(path)), 1024).groups
+
+
+def test_a_stage_without_a_groups_layers_still_counts_its_blocks(cli):
+    """pp 16 puts 3 of Qwen3-Next's 48 layers on each stage; stage 0 (layers 0-2) is all DeltaNet. vLLM keeps every
+    group on every stage (kv_cache_planning.py _project_kv_cache_groups_to_worker) and its scheduler counts all
+    four groups' blocks: 3 state groups x 3 + the attention group's ceil(262,144 / 576) = 456 -> 465 a request."""
+    from kvcalc.capacity import Parallel, capacity
+    from kvcalc.engines import get_engine
+
+    s0 = plan("qwen3-next-80b-a3b", K256, settings=get_engine("vllm").settings({"pp": 16}), stage=0)
+    assert [(g.kind, len(g.layers), g.blocks_per_request) for g in s0.groups] == [
+        ("state", 1, 3), ("state", 1, 3), ("state", 1, 3), ("full", 0, 456)]
+    assert s0.blocks_per_request == 465 and s0.bytes_per_block == 1_179_648  # one layer's page per group
+    assert any("group 3 (full) has no layers in this pipeline stage" in n for n in s0.notes)
+    c = capacity("qwen3-next-80b-a3b", K256, engine="vllm", kv_memory=30 << 30,
+                 parallel=Parallel(pp=16))
+    blocks = (30 << 30) // 1_179_648  # 27,306
+    assert c.fit.num_blocks == blocks == 27_306
+    assert c.fit.requests_per_replica == (blocks - 1) // 465 == 58  # the null block kept back
+    r = cli("capacity", "qwen3-next-80b-a3b", "--gpu", "h200", "--pp", "16", "-c", "256k", "--kv-memory", "30GiB")
+    assert r.code == 0, r.err
+    # int(27,306 / 465 x 262,144) = 15,393,772 tokens; 27,306 / 465 = 58.72x
+    assert "GPU KV cache size: 15,393,772 tokens, Maximum concurrency for 262,144 tokens per request: 58.72x" in r.out
