@@ -75,6 +75,7 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
                           param="settings")
     eng, facts = _reader_for(text, source, engine)
     reader, v = eng.logs, facts.values
+    reader.check(facts, source)
     spec = as_model(model) if model is not None else _model_for(reader.model_id(facts))
     missing = []  # everything the plan needs that the log does not give, asked for at once
     if spec is None:
@@ -83,7 +84,10 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
     context = reader.context(facts) or (spec.max_context if reader.context_defaults_to_model and spec else None)
     if not context:
         missing.append(f"the context: {reader.no_context}")
-    prec = precision or (reader.precision_for(spec, reader.kv_dtype(facts)) if spec is not None else None)
+    dtype = reader.kv_dtype(facts)
+    prec = precision or (reader.precision_for(spec, dtype) if spec is not None else None)
+    if precision is None and spec is not None and dtype == "auto":  # the engine's auto, where it is not the dtype
+        prec = eng.default_precision(spec, eng.settings()) or prec
     if prec is None and (spec is not None or reader.kv_dtype(facts) is None):
         of = f" to no precision of {spec.name} ({', '.join(spec.precisions)})" if spec is not None else ""
         missing.append(f"the precision: the log's kv_cache_dtype {reader.kv_dtype(facts) or '(not logged)'!r} maps"
@@ -91,7 +95,8 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
     if missing:
         first = {"model": "model", "context": "file", "precision": "precision"}[missing[0].split(":")[0][4:]]
         raise KvcalcError(f"{source}: the plan needs " + "; ".join(missing), param=first)
-    eng_settings, used = reader.settings(facts, {k: x for k, x in (settings or {}).items() if x is not None})
+    eng_settings, used = reader.settings(facts, {k: x for k, x in (settings or {}).items() if x is not None},
+                                         spec=spec)
     limit = eng.context_limit(spec)
     long_note = None
     if limit is not None and context > limit:  # the engine started, so its override was set
@@ -101,10 +106,15 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
     ranks = tp if tp is not None else reader.tp(facts)
     if tp is not None:
         used["tp"] = tp
-    p = plan(spec, context, precision=prec, engine=eng.name, settings=eng_settings, tp=ranks)
+    stages = getattr(eng_settings, "pp", 1)
+    if stages > 1:  # each stage plans its own layers
+        p = reader.stage_plan(facts, [plan(spec, context, precision=prec, engine=eng.name, settings=eng_settings,
+                                           tp=ranks, stage=i) for i in range(stages)])
+    else:
+        p = plan(spec, context, precision=prec, engine=eng.name, settings=eng_settings, tp=ranks)
     rows = reader.compare(facts, p)
     version = reader.version(facts)
-    notes = []
+    notes = list(facts.notes) + reader.notes(facts, p)
     if version and version != eng.version:
         notes.append(f"the log is from {eng.title.split()[0]} {version}; kvcalc models {eng.version}: planner changes "
                      "between versions can move these figures")

@@ -17,6 +17,8 @@ from typing import Any
 class LogFacts:
     values: dict = field(default_factory=dict)
     lines: dict = field(default_factory=dict)  # field -> 1-based line number
+    ranks: dict = field(default_factory=dict)  # rank kind ("dp", "pp") -> the rank whose lines were read
+    notes: list = field(default_factory=list)  # what the reader chose: which run, which ranks
 
 
 @dataclass(frozen=True)
@@ -72,18 +74,60 @@ class LogReader:
     #: the least value each integer figure may take (a divisor: a tensor-parallel size, a block size)
     minimums: dict[str, int] = {}
 
+    #: the line that starts an engine run (its plain text): a log of several runs (a crash and a restart) is read
+    #: on the first run that holds a KV figure, since figures of different runs do not belong together
+    run_start: str = ""
+    #: a process prefix's rank of each kind ("dp": data-parallel, "pp": pipeline stage), group 1 its number:
+    #: where a log holds lines of several ranks of a kind, only the lowest rank's (and untagged lines) are read
+    rank_tags: dict[str, re.Pattern] = {}
+
     def parse(self, text: str, source: str = "log") -> LogFacts:
-        """The first occurrence of each figure (a restart's second set would be a different run).
+        """The first occurrence of each figure in the first run that holds one (a restart's second set would be
+        a different run), from the lowest rank of each tagged kind.
 
         A log is untrusted input: only lines holding a pattern's hint are searched (one pass over the text for
         all hints, so a huge log costs one scan), each up to its first MAX_LINE characters; a number longer
         than MAX_DIGITS digits, below its figure's minimum or beyond MAX_VALUE is refused with its line."""
+        ranks = self._lowest_ranks(text)
+        starts = [m.start() for m in re.finditer(re.escape(self.run_start), text)] if self.run_start else []
+        cuts = [0] + [text.rfind("\n", 0, at) + 1 for at in starts[1:]] + [len(text)]
+        facts = LogFacts()
+        for i, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
+            facts = self._parse_span(text, lo, hi, source, ranks)
+            if self.recognises(facts):
+                if len(cuts) > 2:
+                    facts.notes.append(f"the log holds {len(cuts) - 1} engine starts; read run {i + 1}, from line "
+                                       f"{text.count(chr(10), 0, lo) + 1} (the first with KV figures)")
+                break
+        facts.ranks = {kind: low for kind, (low, _) in ranks.items()}
+        for kind, (low, n) in ranks.items():
+            if n > 1:
+                facts.notes.append(f"the log holds lines of {n} {kind.upper()} ranks; read {kind.upper()}{low}'s")
+        return facts
+
+    def _lowest_ranks(self, text: str) -> dict[str, tuple[int, int]]:
+        """Each tagged kind's lowest rank in the log and how many ranks it names."""
+        out = {}
+        for kind, pat in self.rank_tags.items():
+            seen = {int(m.group(1)) for m in pat.finditer(text) if len(m.group(1)) <= 6}
+            if seen:
+                out[kind] = (min(seen), len(seen))
+        return out
+
+    def _other_rank(self, line: str, ranks: dict) -> bool:
+        for kind, (low, _) in ranks.items():
+            m = self.rank_tags[kind].search(line)
+            if m and int(m.group(1)[:7]) != low:
+                return True
+        return False
+
+    def _parse_span(self, text: str, lo: int, hi: int, source: str, ranks: dict) -> LogFacts:
         facts = LogFacts()
         todo = dict(self.patterns)
         hint_of = self.hints  # every pattern has one (tests/engines/test_hostile_logs.py)
         scan = re.compile("|".join(re.escape(h) for h in sorted(set(hint_of.values()), key=len, reverse=True)))
         last_start, pos, newlines = -1, 0, 0
-        for hit in scan.finditer(text):
+        for hit in scan.finditer(text, lo, hi):
             start = text.rfind("\n", 0, hit.start()) + 1
             if start == last_start:
                 continue
@@ -92,6 +136,8 @@ class LogReader:
             line = text[start:(end if end >= 0 else len(text))][:MAX_LINE]
             newlines += text.count("\n", pos, start)  # the hits come in order: one pass in all
             pos, no = start, newlines + 1
+            if ranks and self._other_rank(line, ranks):
+                continue
             for key in [k for k in todo if hint_of[k] in line]:
                 m = todo[key].search(line)
                 if m:
@@ -144,9 +190,22 @@ class LogReader:
     def tp(self, facts: LogFacts) -> int:
         return facts.values.get("tp", 1)
 
-    def settings(self, facts: LogFacts, given: dict) -> tuple[Any, dict]:
-        """The engine's settings for the plan (user values override the log's) and the JSON of those used."""
+    def settings(self, facts: LogFacts, given: dict, spec=None) -> tuple[Any, dict]:
+        """The engine's settings for the plan of ``spec`` (user values override the log's) and the JSON of those
+        used."""
         raise NotImplementedError
 
     def compare(self, facts: LogFacts, plan) -> list[Row]:
         raise NotImplementedError
+
+    def check(self, facts: LogFacts, source: str) -> None:
+        """Refuse a log whose run kvcalc cannot plan (one line naming the line and why)."""
+
+    def notes(self, facts: LogFacts, plan) -> list[str]:
+        """What the reader assumed or chose beyond the figures (shown under the table)."""
+        return []
+
+    def stage_plan(self, facts: LogFacts, plans: list):
+        """With pipeline stages: the plan the logged figures are of (by default the stage with the largest
+        blocks, the one whose block count the engine keeps)."""
+        return max(plans, key=lambda p: p.bytes_per_block)

@@ -11,6 +11,8 @@ def quantity_text(q: Quantity) -> str:
     """A logged or planned figure as the table shows it ('-' for none)."""
     if q.lo is None:
         return q.missing or "-"
+    if isinstance(q.lo, str):  # a list as the log prints it
+        return q.lo
     if q.unit == "tokens":
         one = lambda x: f"{x:,} tokens"  # noqa: E731
     elif q.unit == "GiB":

@@ -39,6 +39,9 @@ class SglangLogReader(LogReader):
         "model_id": _arg("model_path", r"'([^']+)'"),
         "tp": _arg("tp_size", r"(\d+)"),
         "dp": _arg("dp_size", r"(\d+)"),
+        # 0.5.23 moves dp_size into attn_dp_size under DP attention and resets dp_size to 1 (parallel_hook.py)
+        "attn_dp": _arg("attn_dp_size", r"(\d+)"),
+        "pp": _arg("pp_size", r"(\d+)"),
         "enable_dp_attention": _arg("enable_dp_attention", r"(True|False)"),
         "mem_fraction_static": _arg("mem_fraction_static", r"([\d.]+)"),
         "page_size": _arg("page_size", r"(\d+)"),
@@ -58,21 +61,29 @@ class SglangLogReader(LogReader):
         "dsv4_c128": re.compile(r"DSV4 pool sizes: .*\bc128=(\d+)"),
         "dsv4_c4_state": re.compile(r"DSV4 pool sizes: .*\bc4_state=(\d+)"),
         "max_running_requests": re.compile(r"max_total_num_tokens=.*\bmax_running_requests=(\d+)"),
+        # SGLANG_ENABLE_POST_CAPTURE_KV_SIZING (kv_pool_runtime.py): the pool is backed after CUDA-graph capture
+        "post_tokens": re.compile(r"Post-capture KV sizing: KV cache allocated\. dtype: [\w.]+, #tokens: (\d+)"),
+        "post_kv_gib": re.compile(r"Post-capture KV sizing: KV cache allocated\..*\bKV size: ([\d.]+) GB"),
         "context_len": re.compile(r"\bcontext_len=(\d+)"),
     }
-    hints = {**{k: "erver" for k in ("model_id", "tp", "dp", "enable_dp_attention", "mem_fraction_static", "page_size",
+    hints = {**{k: "erver" for k in ("model_id", "tp", "dp", "attn_dp", "pp", "enable_dp_attention", "mem_fraction_static", "page_size",
                                      "kv_cache_dtype", "swa_full_tokens_ratio", "server_mrr")},  # server_args / ServerArgs(
              **{k: "KV Cache is allocated." for k in ("kv_dtype", "kv_tokens", "k_gib", "kv_gib")},
              **{k: "DSV4 pool sizes: " for k in ("dsv4_full", "dsv4_swa", "dsv4_c4", "dsv4_c128", "dsv4_c4_state")},
              "swa_tokens": "swa_layer_tokens=", "mamba_slots": "max_mamba_cache_size: ",
              "max_total_num_tokens": "max_total_num_tokens=", "max_running_requests": "max_total_num_tokens=",
-             "context_len": "context_len="}
-    minimums = {"tp": 1, "dp": 1, "page_size": 1, "server_mrr": 1, "context_len": 1}
-    ints = frozenset({"tp", "dp", "page_size", "server_mrr", "kv_tokens", "swa_tokens", "mamba_slots",
+             "context_len": "context_len=", "post_tokens": "Post-capture KV sizing: KV cache allocated.",
+             "post_kv_gib": "Post-capture KV sizing: KV cache allocated."}
+    minimums = {"tp": 1, "dp": 1, "attn_dp": 1, "pp": 1, "page_size": 1, "server_mrr": 1, "context_len": 1}
+    ints = frozenset({"tp", "dp", "attn_dp", "pp", "page_size", "server_mrr", "kv_tokens", "swa_tokens", "mamba_slots",
                       "max_total_num_tokens", "max_running_requests", "context_len", "dsv4_full", "dsv4_swa",
-                      "dsv4_c4", "dsv4_c128", "dsv4_c4_state"})
-    floats = frozenset({"mem_fraction_static", "k_gib", "kv_gib", "swa_full_tokens_ratio"})
-    figures = ("kv_tokens", "max_total_num_tokens", "dsv4_full")
+                      "dsv4_c4", "dsv4_c128", "dsv4_c4_state", "post_tokens"})
+    floats = frozenset({"mem_fraction_static", "k_gib", "kv_gib", "swa_full_tokens_ratio", "post_kv_gib"})
+    figures = ("kv_tokens", "max_total_num_tokens", "dsv4_full", "post_tokens")
+    run_start = "server_args="
+    #: managers/scheduler.py: the logger prefix "[<time> DP{d} PP{p} ... TP{t}]" (utils/common.py configure_logger)
+    rank_tags = {"dp": re.compile(r"^\[[^\]\n]{0,80}? DP(\d+)(?=[ \]])", re.M),
+                 "pp": re.compile(r"^\[[^\]\n]{0,80}? PP(\d+)(?=[ \]])", re.M)}
     looked_for = ("no SGLang KV cache lines found (looked for 'KV Cache is allocated', 'max_total_num_tokens=')")
     nothing_note = ("the log has no figure kvcalc can check (it needs the 'KV Cache is allocated' line, or the "
                     "token count with the SWA or state lines)")
@@ -97,30 +108,45 @@ class SglangLogReader(LogReader):
             return "fp8"
         return None
 
-    def settings(self, facts: LogFacts, given: dict) -> tuple[Settings, dict]:
+    def settings(self, facts: LogFacts, given: dict, spec=None) -> tuple[Settings, dict]:
         v = facts.values
         dp_attention = v.get("enable_dp_attention") == "True"
+        dp = v.get("attn_dp", v.get("dp", 1)) if dp_attention else 1
         kw = {"page_size": v.get("page_size"), "swa_full_tokens_ratio": v.get("swa_full_tokens_ratio"),
               "max_running_requests": v.get("server_mrr"), "mem_fraction_static": v.get("mem_fraction_static"),
-              "enable_dp_attention": dp_attention, "dp": v.get("dp", 1) if dp_attention else 1}
+              "enable_dp_attention": dp_attention, "dp": dp, "pp": v.get("pp", 1)}
         kw.update({k: x for k, x in given.items() if k in kw})
         settings = Settings(**kw)
-        used = {k: x for k, x in kw.items() if x is not None}
+        used = {k: x for k, x in kw.items() if x is not None and not (k == "pp" and x == 1)}
         used["tp"] = self.tp(facts)
         return settings, used
+
+    def stage_plan(self, facts: LogFacts, plans: list):
+        """Each stage logs its own pool (its layers); the token count is the minimum over stages
+        (kv_cache_configurator.py _apply_token_constraints): the lines read are the lowest PP rank's."""
+        return plans[min(facts.ranks.get("pp", 0), len(plans) - 1)]
+
+    def notes(self, facts: LogFacts, p) -> list[str]:
+        if "post_tokens" in facts.values:
+            return ["post-capture KV sizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1): the logged KV size is the "
+                    "VMM-backed bytes (mapped in granules), shown, not checked"]
+        return []
 
     def compare(self, facts: LogFacts, p) -> list[Row]:
         if isinstance(p.detail, V4Layout):
             return self._v4_rows(facts, p)
         v, ln = facts.values, facts.lines.get
         lay: S.Layout = p.detail
-        T = v.get("kv_tokens", v.get("max_total_num_tokens"))
+        T = v.get("kv_tokens", v.get("post_tokens", v.get("max_total_num_tokens")))
         rows = [Row("context_len", Quantity(p.context), Quantity(p.context), None, ln("context_len")),
                 Row("bytes per token (cell)", NOTHING, Quantity(lay.cell if isinstance(lay.cell, int)
                                                                 else round(lay.cell, 2)), None)]
-        if "max_total_num_tokens" in v and "kv_tokens" in v:
+        if "max_total_num_tokens" in v and ("kv_tokens" in v or "post_tokens" in v):
             rows.append(Row("max_total_num_tokens = #tokens", Quantity(v["max_total_num_tokens"]), Quantity(T),
                             v["max_total_num_tokens"] == T, ln("max_total_num_tokens")))
+        if "post_kv_gib" in v:
+            rows.append(Row("KV size, post-capture (GB = GiB, VMM-backed)", Quantity(v["post_kv_gib"], unit="GiB"),
+                            NOTHING, None, ln("post_kv_gib")))
         if T is None:  # the GB and SWA figures follow from the token count: without it nothing to check
             return rows
         rows += self._size_rows(facts, lay, T)

@@ -49,7 +49,14 @@ class VllmLogReader(LogReader):
         "concurrency_context": re.compile(r"Maximum concurrency for ([\d,]+) tokens per request"),
         "concurrency": re.compile(r"tokens per request: ([\d.]+)x"),
         "gpu_blocks": re.compile(r"# GPU blocks: (\d+)"),
-        "block_size": re.compile(r"\bblock_size=(\d+)"),
+        # the config line only: other lines print other block sizes (weight_utils.py's prefetch: 16,777,216 bytes)
+        "block_size": re.compile(r"with config: .*?\bblock_size=(\d+)\b(?! bytes)"),
+        "dcp": re.compile(r"\bdecode_context_parallel_size=(\d+)"),
+        "autofit_context": re.compile(r"Auto-fit max_model_len: reduced from \d+ to (\d+)"),
+        "blocks_override": re.compile(r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(\d+)"),
+        "reserved_gib": re.compile(r"reserved ([\d.]+) GiB memory for KV Cache as specified by kv_cache_memory_bytes"),
+        "group_block_sizes": re.compile(r"kv cache group sizes \(([\d, ]{1,400})\)"),
+        "lcm_block_size": re.compile(r"kv lcm block sizes (\d+)"),
         "prefix_caching": re.compile(r"\benable_prefix_caching=(True|False)"),
         "gdn_backend": re.compile(r"Using (FlashInfer|Triton/FLA|CuteDSL|AITER FlyDSL|SYCL|CPU) GDN prefill kernel"),
         "attn_block_size": re.compile(r"Setting attention block size to (\d+) tokens"),
@@ -62,21 +69,35 @@ class VllmLogReader(LogReader):
              "concurrency_context": "Maximum concurrency for ", "concurrency": "tokens per request: ",
              "gpu_blocks": "# GPU blocks: ", "block_size": "block_size=", "prefix_caching": "enable_prefix_caching=",
              "gdn_backend": " GDN prefill kernel", "attn_block_size": "Setting attention block size to ",
-             "mamba_padding_pct": "Padding mamba page size by "}
+             "mamba_padding_pct": "Padding mamba page size by ", "dcp": "decode_context_parallel_size=",
+             "autofit_context": "Auto-fit max_model_len: ", "blocks_override": "num_gpu_blocks_override=",
+             "reserved_gib": "as specified by kv_cache_memory_bytes", "group_block_sizes": "kv cache group sizes (",
+             "lcm_block_size": "kv lcm block sizes "}
+    run_start = "Initializing a V1 LLM engine"
+    #: utils/system_utils.py decorate_logs, logging_utils/formatter.py "(%(vllm_process_name)s pid=%(process)d)":
+    #: EngineCore_DP{n}, Worker_DP{n}_PP{m}_TP{k} (v1/engine/core.py, v1/executor/multiproc_executor.py)
+    rank_tags = {"dp": re.compile(r"\((?:EngineCore|Worker|DPEngineCoreActor)_DP(\d+)"),
+                 "pp": re.compile(r"\(Worker(?:_DP\d+)?_PP(\d+)")}
     minimums = {"max_model_len": 1, "tp": 1, "pp": 1, "max_num_batched_tokens": 1, "block_size": 1,
-                "attn_block_size": 1, "concurrency_context": 1}
+                "attn_block_size": 1, "concurrency_context": 1, "dcp": 1, "autofit_context": 1, "lcm_block_size": 1}
     ints = frozenset({"max_model_len", "tp", "pp", "max_num_batched_tokens", "cache_tokens", "concurrency_context",
-                      "gpu_blocks", "block_size", "attn_block_size"})
-    floats = frozenset({"available_gib", "concurrency", "mamba_padding_pct"})
-    figures = ("cache_tokens", "concurrency", "gpu_blocks", "available_gib")
+                      "gpu_blocks", "block_size", "attn_block_size", "dcp", "autofit_context", "blocks_override",
+                      "lcm_block_size"})
+    floats = frozenset({"available_gib", "concurrency", "mamba_padding_pct", "reserved_gib"})
+    figures = ("cache_tokens", "concurrency", "gpu_blocks", "available_gib", "reserved_gib")
     looked_for = ("no vLLM KV cache lines found (looked for 'GPU KV cache size', 'Maximum concurrency', "
                   "'Available KV cache memory', '# GPU blocks')")
     no_context = "the log states no max_model_len (max_seq_len=... or 'Maximum concurrency for L tokens')"
 
     def context(self, facts: LogFacts) -> int | None:
-        return facts.values.get("max_model_len") or facts.values.get("concurrency_context")
+        """max_model_len as the pool was sized for it: the auto-fit's reduced length, else the capacity line's (printed
+        after any auto-fit), else the config line's (printed before it)."""
+        v = facts.values
+        return v.get("autofit_context") or v.get("concurrency_context") or v.get("max_model_len")
 
     def precision_for(self, spec, dtype: str | None) -> str | None:
+        """auto -> the model's bf16 (or fp16), bfloat16 / float16 as named, fp8* -> fp8 (config/cache.py
+        CacheDType)."""
         if dtype is None:
             return None
         names = set(spec.precisions)
@@ -84,14 +105,43 @@ class VllmLogReader(LogReader):
             for cand in ("bf16", "fp16"):
                 if cand in names:
                     return cand
+        dtype = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16"}.get(dtype, dtype)
         if dtype.startswith("fp8") and "fp8" in names:
             return "fp8"
         return dtype if dtype in names else None
 
-    def settings(self, facts: LogFacts, given: dict) -> tuple[Settings, dict]:
+    def check(self, facts: LogFacts, source: str) -> None:
+        from ...errors import KvcalcError
+
+        dcp = facts.values.get("dcp", 1)
+        if dcp > 1:
+            raise KvcalcError(f"{source}:{facts.lines['dcp']}: decode_context_parallel_size={dcp}: vLLM shards each "
+                              f"request's KV blocks over {dcp} decode-context-parallel ranks; kvcalc does not plan "
+                              "decode context parallelism", param="file")
+
+    def notes(self, facts: LogFacts, p) -> list[str]:
+        v = facts.values
+        out = []
+        logged = v.get("max_model_len")
+        if logged is not None and logged != p.context and "autofit_context" in v:
+            out.append(f"max_model_len {logged:,} was auto-fitted to {p.context:,} to fit the KV cache memory "
+                       f"(line {facts.lines['autofit_context']})")
+        elif logged is not None and logged != p.context:
+            out.append(f"the config line's max_model_len {logged:,} differs from the capacity line's {p.context:,}: "
+                       "planned at the capacity line's")
+        raw = v.get("group_block_sizes")
+        if raw and "block_size" not in v and {int(x) for x in raw.split(",") if x.strip()} == {p.settings.block_size}:
+            out.append(f"the block size, {p.settings.block_size}, is the one the log's 'kv cache group sizes' line "
+                       f"states (line {facts.lines['group_block_sizes']})")
+        if "blocks_override" in v:
+            out.append(f"num_gpu_blocks_override set the pool to {v['blocks_override']:,} blocks "
+                       f"(line {facts.lines['blocks_override']}): the logged memory does not size it")
+        return out
+
+    def settings(self, facts: LogFacts, given: dict, spec=None) -> tuple[Settings, dict]:
         v = facts.values
         mnbt = given.get("max_num_batched_tokens") or v.get("max_num_batched_tokens") or DEFAULT_LOG_BATCHED_TOKENS
-        bs = given.get("block_size") or v.get("block_size")
+        bs = given.get("block_size") or v.get("block_size") or self._logged_block(facts, spec)
         asyn = given.get("async_scheduling")
         asyn = Settings.async_scheduling if asyn is None else asyn
         hybrid = {}
@@ -99,10 +149,22 @@ class VllmLogReader(LogReader):
             hybrid["prefix_caching"] = v["prefix_caching"] == "True"
         if "gdn_backend" in v:  # only FlashInfer's prefill exports checkpoints; the others plan alike
             hybrid["gdn_prefill_backend"] = "flashinfer" if v["gdn_backend"] == "FlashInfer" else "triton"
-        settings = Settings(max_num_batched_tokens=mnbt, async_scheduling=asyn, block_size=bs, **hybrid)
+        pp = v.get("pp", 1)
+        settings = Settings(max_num_batched_tokens=mnbt, async_scheduling=asyn, block_size=bs, pp=pp, **hybrid)
         used = {"max_num_batched_tokens": mnbt, "async_scheduling": asyn, "tp": self.tp(facts), "block_size": bs,
                 **hybrid}
+        if pp > 1:
+            used["pp"] = pp
         return settings, used
+
+    @staticmethod
+    def _logged_block(facts: LogFacts, spec) -> int | None:
+        """The block size 0.33 states only in "kv cache group sizes (b, ...)": taken where every group has it and
+        no state page sets it (a hybrid's attention block is vLLM's own alignment, planned, then compared)."""
+        raw = facts.values.get("group_block_sizes")
+        sizes = {int(x) for x in raw.split(",") if x.strip()} if raw else set()
+        stateful = spec is None or any(not c.per_token for c in spec.components.values())
+        return sizes.pop() if len(sizes) == 1 and not stateful else None
 
     def compare(self, facts: LogFacts, p) -> list[Row]:
         v, ln = facts.values, facts.lines.get
@@ -110,6 +172,7 @@ class VllmLogReader(LogReader):
         rows = [Row("max_model_len", Quantity(self.context(facts)), Quantity(p.context), None, ln("max_model_len")),
                 Row("blocks per request", NOTHING, Quantity(p.blocks_per_request, each=p.bytes_per_block), None)]
         rows += self._hybrid_rows(facts, p)
+        rows += self._block_size_rows(facts, p)
         blocks, pool_rows = self._pool_rows(facts, p)
         rows += pool_rows
         if "cache_tokens" in v:
@@ -121,10 +184,31 @@ class VllmLogReader(LogReader):
             figure = f"Maximum concurrency at {lc:,}"
             if blocks is not None and lc == context:
                 lo, hi = p.max_concurrency(blocks[0]), p.max_concurrency(blocks[1])
-                rows.append(Row(figure, Quantity(c, unit="x"), Quantity(lo, hi, "x", collapse=True),
-                                round(lo, 2) <= c <= round(hi, 2), ln("concurrency")))
+                # printed as f"{x:.2f}x" (kv_cache_utils.py): one of the block counts the pool allows must print it
+                ok = _any_block(blocks, lambda b: f"{p.max_concurrency(b):.2f}" == f"{c:.2f}",
+                                round(lo, 2) <= c <= round(hi, 2))
+                rows.append(Row(figure, Quantity(c, unit="x"), Quantity(lo, hi, "x", collapse=True), ok,
+                                ln("concurrency")))
             else:
                 rows.append(Row(figure, Quantity(c, unit="x"), NOTHING, None, ln("concurrency")))
+        return rows
+
+    @staticmethod
+    def _block_size_rows(facts: LogFacts, p) -> list[Row]:
+        """kv_cache_utils.py: "kv cache group sizes (b, ...)" (each group's block size, in vLLM's group order) and
+        "kv lcm block sizes B" (the scheduler's block, their lcm)."""
+        v, ln = facts.values, facts.lines.get
+        sizes = [g.block_size for g in p.groups]
+        rows = []
+        if "group_block_sizes" in v:
+            logged = [int(x) for x in v["group_block_sizes"].split(",") if x.strip()]
+            rows.append(Row("block size of each KV cache group", Quantity(", ".join(map(str, logged)) or "-"),
+                            Quantity(", ".join(map(str, sizes))), sorted(logged) == sorted(sizes),
+                            ln("group_block_sizes")))
+        if "lcm_block_size" in v:
+            lcm = math.lcm(*sizes)
+            rows.append(Row("scheduler block size (lcm of the groups')", Quantity(v["lcm_block_size"], unit="tokens"),
+                            Quantity(lcm, unit="tokens"), v["lcm_block_size"] == lcm, ln("lcm_block_size")))
         return rows
 
     @staticmethod
@@ -149,13 +233,19 @@ class VllmLogReader(LogReader):
         """The pool the logged GiB figure stands for, and the block counts (lo, hi) it gives."""
         v, ln = facts.values, facts.lines.get
         rows, blocks = [], None
-        if "available_gib" in v:
-            x = v["available_gib"]
+        key = "available_gib" if "available_gib" in v else ("reserved_gib" if "reserved_gib" in v else None)
+        if key is not None:  # gpu_worker.py format_gib: round(bytes / GiB, 2)
+            x = v[key]
             lo_b, hi_b = math.ceil((x - 0.005) * GIB), math.floor((x + 0.005) * GIB)
             blocks = (p.num_blocks(max(lo_b, 0)), p.num_blocks(hi_b))
-            rows.append(Row("KV pool per GPU (GiB, 2 decimals)", Quantity(x, unit="GiB"), Quantity(lo_b, hi_b, "B"),
-                            None, ln("available_gib")))
+            label = "KV pool per GPU (GiB, 2 decimals)" if key == "available_gib" else \
+                "KV pool per GPU, kv_cache_memory_bytes (GiB, 2 decimals)"
+            rows.append(Row(label, Quantity(x, unit="GiB"), Quantity(lo_b, hi_b, "B"), None, ln(key)))
             rows.append(Row("blocks in the pool", NOTHING, Quantity(*blocks), None))
+        if "blocks_override" in v:  # kv_cache_planning.py: the override replaces the count the memory gives
+            n = v["blocks_override"]
+            rows.append(Row("num_gpu_blocks_override", Quantity(n), NOTHING, None, ln("blocks_override")))
+            blocks = (n, n)
         if "gpu_blocks" in v:
             n = v["gpu_blocks"]
             ok = None if blocks is None else blocks[0] <= n <= blocks[1]
@@ -168,14 +258,28 @@ class VllmLogReader(LogReader):
     def _tokens_row(facts: LogFacts, p, blocks, context) -> tuple[Row, tuple[int, int] | None]:
         t, line = facts.values["cache_tokens"], facts.lines.get("cache_tokens")
         figure = "GPU KV cache size (tokens)"
-        if blocks is not None:
+        if blocks is not None:  # one of the block counts the pool allows must give the logged tokens
             lo, hi = p.cache_tokens(blocks[0]), p.cache_tokens(blocks[1])
-            return Row(figure, Quantity(t), Quantity(lo, hi, collapse=True), lo <= t <= hi, line), blocks
+            ok = _any_block(blocks, lambda b: p.cache_tokens(b) == t, lo <= t <= hi)
+            return Row(figure, Quantity(t), Quantity(lo, hi, collapse=True), ok, line), blocks
         # no pool in the log: the block counts the logged tokens stand for
         bpr = p.blocks_per_request
         n = [b for b in range(max(0, t * bpr // context - 2), t * bpr // context + 3) if p.cache_tokens(b) == t]
         found = Quantity(n[0], unit="blocks") if n else Quantity(None, missing="no whole block count gives it")
         return Row(figure, Quantity(t), found, bool(n), line), ((n[0], n[-1]) if n else None)
+
+
+#: block counts tried one by one; a wider range (a tiny block) is checked by its ends
+MAX_BLOCKS_TRIED = 100_000
+
+
+def _any_block(blocks: tuple[int, int], gives, between: bool) -> bool:
+    """Whether a whole block count in ``blocks`` gives the logged figure (``gives(b)``); past MAX_BLOCKS_TRIED
+    counts, whether it lies ``between`` the ends."""
+    lo, hi = blocks
+    if hi - lo >= MAX_BLOCKS_TRIED:
+        return between
+    return between and any(gives(b) for b in range(lo, hi + 1))
 
 
 READER = VllmLogReader()
