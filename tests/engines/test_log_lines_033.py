@@ -212,3 +212,14 @@ def test_sglang_dp_attention_size_and_post_capture(cli, tmp_path):
         assert r.code == code, r.out + r.err
         assert rows(r.json())["max_total_num_tokens = #tokens"]["agrees"] is (code == 0)
         assert any("post-capture KV sizing" in n for n in r.json()["notes"])
+
+
+def test_v4s_auto_cache_dtype_is_its_fp8_layout(cli, tmp_path):
+    # vLLM's auto stores DeepSeek V4 as fp8_ds_mla (models/deepseek_v4/attention.py): V4-Flash's fp8 block is
+    # 1,002,240 B (tests/verify/test_verify.py works it out), not the bf16 layout's
+    path = tmp_path / "v4.log"
+    path.write_text(CONFIG.format(L=131072, tp=4, pp=1, dcp=1, dtype="auto").replace(
+        "meta-llama/Llama-3.1-8B", "deepseek-ai/DeepSeek-V4-Flash") + AVAIL.format(gib="20.0"))
+    r = cli("check-log", str(path), "--json")
+    assert r.json()["precision"] == "fp8", r.out + r.err
+    assert rows(r.json())["blocks per request"]["kvcalc"].endswith("(1,002,240 B each)")
