@@ -78,12 +78,16 @@ def _uniform_page(specs: list[LayerSpec]) -> tuple[list[list[LayerSpec]], str, i
         for s in specs:
             if s.page_bytes == target:
                 unified.append(s)
+            elif s.state_blocks is not None:  # MambaSpec: its page does not scale with the block, it is padded
+                unified.append(replace(s, padded_page=target))
             elif target % s.page_bytes == 0 and s.alignment == 1 and s.real_page_bytes == s.page_bytes:
                 unified.append(replace(s, block_size=s.block_size * (target // s.page_bytes)))
+            elif "MLA" not in s.spec and s.alignment == 1:  # a non-MLA attention page: page_size_padded
+                unified.append(replace(s, padded_page=target))
             else:
                 raise KvcalcError(
-                    f"engine vllm: page sizes {sorted(pages)} cannot be unified (vLLM {VERSION} falls back to "
-                    "allocating every layer in full; not modelled)"
+                    f"engine vllm: page sizes {sorted(pages)} cannot be unified: vLLM {VERSION} pads only non-MLA "
+                    "attention pages (unify_kv_cache_spec_page_size raises NotImplementedError here)"
                 )
         specs = unified
     buckets: dict[tuple, list[LayerSpec]] = {}

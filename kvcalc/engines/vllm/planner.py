@@ -112,6 +112,10 @@ def vllm_plan(job) -> PoolPlan:
         return tuple(max(s.blocks_per_request(ctx, in_flight) for s in g) for g in counted)
 
     notes = _format_notes(spec, prec, specs)
+    for comp, real, padded in sorted({(s.component, s.real_page_bytes, s.padded_page) for g in grouped for s in g
+                                      if s.padded_page is not None and s.state_blocks is None}):
+        notes.append(f"vLLM pads each {comp} page from {real:,} to {padded:,} B, the largest page, which it does not "
+                     "divide (kv_cache_planning.py unify_kv_cache_spec_page_size, page_size_padded)")
     for g in groups:
         if not g.layers:
             notes.append(f"group {g.index} ({g.kind_name}) has no layers in this pipeline stage; vLLM's scheduler "

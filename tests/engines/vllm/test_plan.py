@@ -222,3 +222,33 @@ def test_dsa_rows_and_refusals_follow_the_gpu():
     assert plan("deepseek-v4-flash", 4096).precision == "fp8"
     with pytest.raises(KvcalcError, match=r"V4 kernels need compute capability 9, 10 or 12"):
         _on("sm89", "deepseek-v4-flash")
+
+
+def test_a_window_page_that_does_not_divide_the_full_page_is_padded(cli, tmp_path):
+    """unify_kv_cache_spec_page_size: a non-MLA attention page that does not divide the largest is padded to it.
+    Sliding layers of 3 KV heads x 128 x (K, V) x 2 B = 1,536 B a token (24,576 B a 16-token page) beside full
+    layers of 8 heads: 4,096 B a token, 65,536 B a page; 65,536 / 24,576 is no whole number."""
+    cfg = tmp_path / "s4.yaml"
+    cfg.write_text("""kvcalc: 1
+name: s4
+precisions: {bf16: {kv: bf16}}
+default_precision: bf16
+max_context: 131072
+architecture: LlamaForCausalLM
+components:
+  g: {cache: full_attention, kv_heads: 8, head_dim: 128}
+  l: {cache: sliding_attention, kv_heads: 3, head_dim: 128, window: 1024}
+layer_kinds: {global: [g], local: [l]}
+layers: [{pattern: [local, global], layers: 32}]
+""")
+    r = cli("capacity", str(cfg), "--gpu", "h200", "-c", "65536", "--kv-memory", "20GiB",
+            "--max-num-batched-tokens", "8192", "--json")
+    assert r.code == 0, r.err
+    j = r.json()
+    # a block holds 16 layers' pages of 65,536 B: 1,048,576 B; 20 GiB / 1,048,576 = 20,480 blocks. A request: the
+    # window group cdiv(min(1,023 + 2 x 8,192, 65,536), 16) + 1 = 1,089 blocks, the full group 65,536 / 16 = 4,096
+    assert j["bytes_per_block"] == 16 * 65_536 and j["num_blocks"] == 20_480
+    assert [g["blocks_per_request"] for g in j["pages"]] == [1_089, 4_096]
+    assert j["requests_per_replica"] == (20_480 - 1) // 5_185 == 3
+    assert j["engine_log_line"].startswith("GPU KV cache size: 258,857 tokens")  # int(20,480 / 5,185 x 65,536)
+    assert any("pads each l page from 24,576 to 65,536 B" in n for n in j["notes"])
