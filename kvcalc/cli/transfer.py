@@ -37,13 +37,16 @@ def transfer_cmd(
     """The bytes one request's cache moves from the prefill GPU to the decode GPU after prefill, block- or
     page-granular as the engine's connector moves them (padding included), and the time over a link."""
     from ..config import load_model
-    from ..hardware import get_gpu
     from ..present.transfer import render_transfer
     from ..transfer import transfer
     from ..units import parse_tokens
 
     spec = load_model(one_model(model, hf))
-    dev = get_gpu(gpu) if gpu is not None else None
+    dev = None
+    if gpu is not None:
+        from ..hardware import get_gpu
+
+        dev = get_gpu(gpu)
     settings = engine_settings(engine, engine_values or {}, gpu=dev, model=spec)
     t = transfer(spec, parse_tokens(context, "--context"), engine=engine, precision=precision, tp=tp, link=link,
                  bandwidth=bandwidth, settings=settings, gpu=dev)
