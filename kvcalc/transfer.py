@@ -209,9 +209,11 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
 
 def _gpu(gpu):
     """A catalogue GPU from its name (or as given; None: none named)."""
+    if gpu is None:
+        return None
     from .hardware import GPU, get_gpu
 
-    if gpu is None or isinstance(gpu, GPU):
+    if isinstance(gpu, GPU):
         return gpu
     if not isinstance(gpu, str):
         raise KvcalcError(f"gpu: expected a GPU name from the catalogue, got {gpu!r}"[:200], param="gpu")
