@@ -13,7 +13,13 @@ Families (``model_type``; nested ``text_config`` read for multimodal checkpoints
 
 * full / sliding-window attention (GQA, MQA, MHA): llama (Llama 2, 3, 3.1; a ``sliding_window`` slides every
   layer), mistral (global ``sliding_window``; 0 means none), mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, phi3 (Phi-3, Phi-4), gemma, gemma2 and
-  gemma3 (local/global patterns; the default pattern when the config omits it), gpt_oss (``layer_types``);
+  gemma3 (local/global patterns; the default pattern when the config omits it), gpt_oss (``layer_types``),
+  minimax_m2 (MiniMax-M2: full attention in every layer; ``attn_type_list`` all 1; the MTP modules no engine runs
+  are not counted), qwen3_vl and qwen3_vl_moe (Qwen3-VL: every layer full; multimodal), mimo (MiMo-7B: Qwen2
+  layers, ``num_nextn_predict_layers`` MTP layers); a stated window on a family without one is refused;
+* mimo_v2_flash (MiMo-V2-Flash): ``hybrid_layer_pattern``, full attention and sliding-window attention with their
+  own KV heads and K / V widths (``swa_*`` fields, ``sliding_window_size``), vLLM's one MTP layer;
+* refused with their reason (``dispatch.NOT_IMPORTED``): gemma4 / gemma4_text, nemotron-nas;
 * MLA: deepseek_v2, deepseek_v3, kimi_k2 (``kv_lora_rank + qk_rope_head_dim``, MTP layers);
 * MLA + indexer (DSA): deepseek_v32, glm_moe_dsa;
 * DeepSeek V4 (deepseek_v4): ``compress_ratios`` per layer (0 window only, 4 c4a, 128 c128a), the window in

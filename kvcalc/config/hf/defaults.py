@@ -5,7 +5,8 @@ Multimodal checkpoints write their ``text_config`` as a diff against the class, 
 only where the class states a value (a None default, which the class derives in ``__post_init__``, such as
 Llama's ``head_dim = hidden_size // num_attention_heads``, is left to kvcalc's own derivation). Families vLLM
 reads through a config class of its own (kimi_k2, kimi_linear, deepseek_v32: transformers_utils/config.py
-_CONFIG_REGISTRY) and families transformers lacks (minimax_m1) have no entry."""
+_CONFIG_REGISTRY) and families transformers lacks (minimax_m1) have no entry, except mimo, whose remote-code class
+subclasses Qwen2Config and takes its defaults."""
 
 from __future__ import annotations
 
@@ -66,6 +67,18 @@ CLASS_DEFAULTS: dict[str, tuple[str, dict]] = {
     "falcon_h1": ("FalconH1Config", {**_LLAMA_LIKE, "num_key_value_heads": 8, "max_position_embeddings": 8192,
                                      "mamba_d_ssm": 1024}),
     "minimax": ("MiniMaxConfig", {**_LLAMA_LIKE, "num_key_value_heads": 8, "max_position_embeddings": 131072}),
+    "minimax_m2": ("MiniMaxM2Config", {"hidden_size": 3072, "num_hidden_layers": 62, "num_attention_heads": 48,
+                                       "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 196608}),
+    "qwen3_vl_text": ("Qwen3VLTextConfig", {**_LLAMA_LIKE, "num_key_value_heads": 32, "head_dim": 128,
+                                            "max_position_embeddings": 128000}),
+    # head_dim None: __post_init__ derives hidden_size // num_attention_heads, as kvcalc does
+    "qwen3_vl_moe_text": ("Qwen3VLMoeTextConfig", {"hidden_size": 2048, "num_hidden_layers": 24,
+                                                  "num_attention_heads": 16, "num_key_value_heads": 16,
+                                                  "max_position_embeddings": 128000}),
+    # sliding_window (129) is not listed: vLLM and SGLang read sliding_window_size, which the class has no default for
+    "mimo_v2_flash": ("MiMoV2FlashConfig", {"hidden_size": 4096, "num_hidden_layers": 48, "num_attention_heads": 64,
+                                            "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128,
+                                            "max_position_embeddings": 131072}),
     "llama4_text": ("Llama4TextConfig", {"hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40,
                                          "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072,
                                          "attention_chunk_size": 8192}),
@@ -75,3 +88,9 @@ CLASS_DEFAULTS["gemma3"] = CLASS_DEFAULTS["gemma3_text"]
 CLASS_DEFAULTS["qwen3_5"] = CLASS_DEFAULTS["qwen3_5_text"]
 CLASS_DEFAULTS["qwen3_5_moe"] = CLASS_DEFAULTS["qwen3_5_moe_text"]
 CLASS_DEFAULTS["llama4"] = CLASS_DEFAULTS["llama4_text"]
+CLASS_DEFAULTS["qwen3_vl"] = CLASS_DEFAULTS["qwen3_vl_text"]
+CLASS_DEFAULTS["qwen3_vl_moe"] = CLASS_DEFAULTS["qwen3_vl_moe_text"]
+#: mimo: transformers has no class; the checkpoint's remote code (configuration_mimo.py, loaded with
+#: trust_remote_code) is ``class MiMoConfig(Qwen2Config)`` adding only num_nextn_predict_layers (default 0), so the
+#: omitted fields take transformers' Qwen2Config defaults
+CLASS_DEFAULTS["mimo"] = CLASS_DEFAULTS["qwen2"]
