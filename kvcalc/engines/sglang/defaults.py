@@ -61,6 +61,12 @@ MM_DISABLED_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForCondi
 #: SGLANG_VLM_CACHE_SIZE_MB: mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb takes it (MB / 1024 GB)
 #: off a multimodal model's KV budget (the default CPU feature transport adds no more)
 VLM_CACHE_MIB = 100
+#: arg_groups/model_overrides/qwen3_vl.py _qwen3vl_hopper_serving_overrides: Qwen3-VL on a compute capability 9 GPU
+#: of 60 GiB or more sets SGLANG_VLM_CACHE_SIZE_MB to 0 and picks the cuda_ipc feature transport (one node), whose
+#: SGLANG_MM_FEATURE_CACHE_MB pool (1,024, or 3,072 with max_running_requests >= 400) mm_runtime_reservation_gb
+#: takes off the KV budget instead
+QWEN3_VL_HOPPER_ARCHS = frozenset({"Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration"})
+QWEN3_VL_HOPPER_MIB, QWEN3_VL_BUSY_MIB, QWEN3_VL_BUSY_REQUESTS = 1024, 3 * 1024, 400
 #: Blackwell (SM100 / SM103: compute capability major 10, utils/common.py is_sm100_supported) picks TensorRT-LLM
 #: kernels whose pages are fixed (arg_groups/overrides.py _mla_backend_page_constraints): trtllm_mha keeps a page of
 #: 16, 32, 64 or 128, trtllm_mla one of 32 or 64, anything else (1 by default) becomes 64; fa4 (an MHA model whose K

@@ -149,11 +149,11 @@ class SglangEngine(Engine):
         if _aiter(settings, model) and (settings.context_length or 0) > AITER_CONTEXT:
             mfs *= AITER_MEM_FACTOR  # attention_hook.py: not re-rounded, a given fraction too
         requested = int(gpu.memory_bytes * mfs)
-        mm_gib = VLM_CACHE_MIB / 1024 if model is not None and is_multimodal(model) else 0.0
+        mm_mib, mm_what = _multimodal_reserve(settings, gpu, model)
+        mm_gib = mm_mib / 1024
         steps = (BudgetStep(f"x {mfs:g} mem_fraction_static", requested, "mem_fraction_static"),)
         if mm_gib:  # kv_cache_configurator.py mm_runtime_reservation_gb, taken off the rest below
-            steps += (BudgetStep(f"- {VLM_CACHE_MIB} MB multimodal cache",
-                                 requested - int(mm_gib * GIB)),)
+            steps += (BudgetStep(f"- {mm_mib} MB {mm_what}", requested - int(mm_gib * GIB)),)
         return SglangBudget(requested, steps, f"{mfs:g} x {gpu.memory_bytes / GIB:.2f} GiB",
                             {"mem_fraction_static": mfs}, device_bytes=gpu.memory_bytes, mem_fraction_static=mfs,
                             world=parallel.tp * parallel.pp if parallel is not None else settings.pp,
@@ -258,6 +258,20 @@ def _check_chunk(settings, page: int) -> None:
     if chunk > 0 and chunk % page:
         raise KvcalcError(f"page_size: SGLang {VERSION} refuses to start: chunked_prefill_size must be divisible by "
                           f"page_size ({chunk} is not a multiple of {page})", param="page_size")
+
+
+def _multimodal_reserve(settings, gpu, model) -> tuple[int, str]:
+    """MB mm_runtime_reservation_gb keeps back from a multimodal model's KV budget, and what for: the embedding
+    cache (SGLANG_VLM_CACHE_SIZE_MB), or for Qwen3-VL on a large Hopper GPU the cuda_ipc transport pool."""
+    from .defaults import QWEN3_VL_BUSY_MIB, QWEN3_VL_BUSY_REQUESTS, QWEN3_VL_HOPPER_ARCHS, QWEN3_VL_HOPPER_MIB
+
+    if model is None or not is_multimodal(model):
+        return 0, ""
+    if model.architecture in QWEN3_VL_HOPPER_ARCHS and settings.sm_major == 9 \
+            and (gpu.memory_bytes >> 20) >= 60 * 1024:
+        busy = (settings.max_running_requests or 0) >= QWEN3_VL_BUSY_REQUESTS
+        return (QWEN3_VL_BUSY_MIB if busy else QWEN3_VL_HOPPER_MIB), "Qwen3-VL cuda_ipc feature pool"
+    return VLM_CACHE_MIB, "multimodal cache"
 
 
 def _prefill_graphs(model, pp: int) -> bool:

@@ -453,3 +453,27 @@ def test_rocm_runs_aiter_without_prefill_graphs_and_takes_085_past_8192_tokens()
         max_context({"model": "llama-3.1-8b", "engine": "sglang", "gpu": "mi300x"}, 4, 131072)
     with pytest.raises(KvcalcError, match=r"MLA and DSA caches on ROCm \(gfx942"):
         capacity("deepseek-v3", 8192, engine="sglang", gpu="mi300x", parallel=Parallel(tp=8))
+
+
+def test_qwen3_vl_on_a_large_hopper_reserves_its_feature_pool(cli):
+    """qwen3_vl.py _qwen3vl_hopper_serving_overrides: on compute capability 9 with 60 GiB or more, Qwen3-VL's 100 MB
+    embedding cache becomes 0 and the cuda_ipc transport's 1,024 MB pool (3,072 with max_running_requests >= 400)
+    is taken off the KV budget (kv_cache_configurator.py mm_runtime_reservation_gb); elsewhere the 100 MB stays.
+    mem_fraction_static 0.83 x 0.95 x (1 - 0.0265625) = 0.76755546875 (its vision tower states no layer count: 24)."""
+    from kvcalc.hardware import get_gpu
+
+    hf = "tests/fixtures/hf/qwen3-vl-8b-instruct.json"
+
+    def pool(gpu, *extra):
+        r = cli("capacity", "--hf", hf, "--engine", "sglang", "--gpu", gpu, "-c", "32k", "--weights-gib", "16",
+                "--json", *extra)
+        assert r.code == 0, r.err
+        return r.json()["kv_pool_bytes_per_gpu"]
+
+    gib = 1 << 30
+    for gpu, reserve, extra in (("h100", 1024, ()), ("h100", 3072, ("--max-running-requests", "512")),
+                                ("a100-80gb", 100, ())):
+        # model_runner.py: rest = free after the weights - total x (1 - mfs) - the reservation, in GiB (one rank)
+        total = get_gpu(gpu).memory_bytes
+        rest = (total - 16 * gib) / gib - total / gib * (1 - 0.83 * 0.95 * 0.9734375) - reserve / 1024
+        assert pool(gpu, *extra) == int(rest * gib), (gpu, extra)
