@@ -19,6 +19,7 @@ class LogFacts:
     lines: dict = field(default_factory=dict)  # field -> 1-based line number
     ranks: dict = field(default_factory=dict)  # rank kind ("dp", "pp") -> the rank whose lines were read
     notes: list = field(default_factory=list)  # what the reader chose: which run, which ranks
+    source: str = "log"  # the log's name in messages
 
 
 @dataclass(frozen=True)
@@ -91,14 +92,17 @@ class LogReader:
         ranks = self._lowest_ranks(text)
         starts = [m.start() for m in re.finditer(re.escape(self.run_start), text)] if self.run_start else []
         cuts = [0] + [text.rfind("\n", 0, at) + 1 for at in starts[1:]] + [len(text)]
-        facts = LogFacts()
+        facts, newlines, prev = LogFacts(), 0, 0
         for i, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
-            facts = self._parse_span(text, lo, hi, source, ranks)
+            newlines += text.count("\n", prev, lo)  # the runs go in order: one pass over the text in all
+            prev = lo
+            facts = self._parse_span(text, lo, hi, source, ranks, newlines)
             if self.recognises(facts):
                 if len(cuts) > 2:
-                    facts.notes.append(f"the log holds {len(cuts) - 1} engine starts; read run {i + 1}, from line "
-                                       f"{text.count(chr(10), 0, lo) + 1} (the first with KV figures)")
+                    facts.notes.append(f"the log holds {len(cuts) - 1:,} engine starts; read run {i + 1:,}, from line "
+                                       f"{newlines + 1:,} (the first with KV figures)")
                 break
+        facts.source = source
         facts.ranks = {kind: low for kind, (low, _) in ranks.items()}
         for kind, (low, n) in ranks.items():
             if n > 1:
@@ -121,12 +125,13 @@ class LogReader:
                 return True
         return False
 
-    def _parse_span(self, text: str, lo: int, hi: int, source: str, ranks: dict) -> LogFacts:
+    def _parse_span(self, text: str, lo: int, hi: int, source: str, ranks: dict, newlines: int) -> LogFacts:
+        """The figures of text[lo:hi]; ``newlines``: the line breaks before ``lo``."""
         facts = LogFacts()
         todo = dict(self.patterns)
         hint_of = self.hints  # every pattern has one (tests/engines/test_hostile_logs.py)
         scan = re.compile("|".join(re.escape(h) for h in sorted(set(hint_of.values()), key=len, reverse=True)))
-        last_start, pos, newlines = -1, 0, 0
+        last_start, pos = -1, lo
         for hit in scan.finditer(text, lo, hi):
             start = text.rfind("\n", 0, hit.start()) + 1
             if start == last_start:

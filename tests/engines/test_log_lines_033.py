@@ -223,3 +223,33 @@ def test_v4s_auto_cache_dtype_is_its_fp8_layout(cli, tmp_path):
     r = cli("check-log", str(path), "--json")
     assert r.json()["precision"] == "fp8", r.out + r.err
     assert rows(r.json())["blocks per request"]["kvcalc"].endswith("(1,002,240 B each)")
+
+
+def test_hostile_group_sizes_and_collector_prefixes(cli, tmp_path):
+    # a group block size of 0 (or a 101-digit one) is refused with its line, not planned
+    for bad in ("0, 0", "1" + "0" * 100):
+        body = (f"INFO 12-01 10:00:41 [kv_cache_utils.py:865] kv cache group sizes ({bad})\n" + AVAIL.format(gib="20.0")
+                + CAP.format(tokens=163840, L=131072, conc="1.25"))
+        r = cli("check-log", vllm_log(tmp_path, body, name="g.log"))
+        assert r.code == 2 and r.err.startswith(f"kvcalc: error: {tmp_path / 'g.log'}:2: ") and r.err.count("\n") == 1
+    # SGLang's rank tags behind a collector's prefix (docker compose): PP0's 9.54 GB is read, not PP1's line first
+    kv = ("sglang-1  | [2026-12-01 10:00:20 PP{p} TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: "
+          "500000, K size: {k} GB, V size: {k} GB\n")
+    path = tmp_path / "docker.log"
+    path.write_text("sglang-1  | " + ARGS.format(tp=4, pp=2, adp=1, dpa=False) + kv.format(p=1, k="1.11")
+                    + kv.format(p=0, k="9.54"))
+    r = cli("check-log", str(path), "--engine", "sglang", "--json")
+    assert r.code == 0, r.out + r.err
+    assert "the log holds lines of 2 PP ranks; read PP0's" in r.json()["notes"]
+
+
+def test_a_log_of_many_starts_is_read_in_one_pass(cli, tmp_path):
+    # 20,000 engine starts without KV lines, then one with them: the right run and line, in about a second (each
+    # run's line count carried on, not recounted from the top)
+    start = CONFIG.format(L=131072, tp=1, pp=1, dcp=1, dtype="auto")
+    path = tmp_path / "many.log"
+    path.write_text(start * 20_000 + AVAIL.format(gib="20.0") + CAP.format(tokens=163840, L=131072, conc="1.25"))
+    r = cli("check-log", str(path), "--json")
+    assert r.code == 0, r.out + r.err
+    assert "the log holds 20,000 engine starts; read run 20,000, from line 20,000 (the first with KV figures)" \
+        in r.json()["notes"]

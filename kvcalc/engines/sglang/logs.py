@@ -63,7 +63,7 @@ class SglangLogReader(LogReader):
         "max_running_requests": re.compile(r"max_total_num_tokens=.*\bmax_running_requests=(\d+)"),
         # SGLANG_ENABLE_POST_CAPTURE_KV_SIZING (kv_pool_runtime.py): the pool is backed after CUDA-graph capture
         "post_tokens": re.compile(r"Post-capture KV sizing: KV cache allocated\. dtype: [\w.]+, #tokens: (\d+)"),
-        "post_kv_gib": re.compile(r"Post-capture KV sizing: KV cache allocated\..*\bKV size: ([\d.]+) GB"),
+        "post_kv_gib": re.compile(r"\bKV size: ([\d.]+) GB"),  # on the post-capture line (its hint)
         "context_len": re.compile(r"\bcontext_len=(\d+)"),
     }
     hints = {**{k: "erver" for k in ("model_id", "tp", "dp", "attn_dp", "pp", "enable_dp_attention", "mem_fraction_static", "page_size",
@@ -82,8 +82,9 @@ class SglangLogReader(LogReader):
     figures = ("kv_tokens", "max_total_num_tokens", "dsv4_full", "post_tokens")
     run_start = "server_args="
     #: managers/scheduler.py: the logger prefix "[<time> DP{d} PP{p} ... TP{t}]" (utils/common.py configure_logger)
-    rank_tags = {"dp": re.compile(r"^\[[^\]\n]{0,80}? DP(\d+)(?=[ \]])", re.M),
-                 "pp": re.compile(r"^\[[^\]\n]{0,80}? PP(\d+)(?=[ \]])", re.M)}
+    #: (the bracket may follow a collector's prefix: "sglang-1  | [...]", a journald or kubectl timestamp)
+    rank_tags = {"dp": re.compile(r"(?:^|[\s|])\[[^\]\n]{0,80}? DP(\d+)(?=[ \]])", re.M),
+                 "pp": re.compile(r"(?:^|[\s|])\[[^\]\n]{0,80}? PP(\d+)(?=[ \]])", re.M)}
     looked_for = ("no SGLang KV cache lines found (looked for 'KV Cache is allocated', 'max_total_num_tokens=')")
     nothing_note = ("the log has no figure kvcalc can check (it needs the 'KV Cache is allocated' line, or the "
                     "token count with the SWA or state lines)")

@@ -50,7 +50,7 @@ class VllmLogReader(LogReader):
         "concurrency": re.compile(r"tokens per request: ([\d.]+)x"),
         "gpu_blocks": re.compile(r"# GPU blocks: (\d+)"),
         # the config line only: other lines print other block sizes (weight_utils.py's prefetch: 16,777,216 bytes)
-        "block_size": re.compile(r"with config: .*?\bblock_size=(\d+)\b(?! bytes)"),
+        "block_size": re.compile(r"\bblock_size=(\d+)\b(?! bytes)"),
         "dcp": re.compile(r"\bdecode_context_parallel_size=(\d+)"),
         "autofit_context": re.compile(r"Auto-fit max_model_len: reduced from \d+ to (\d+)"),
         "blocks_override": re.compile(r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(\d+)"),
@@ -67,7 +67,7 @@ class VllmLogReader(LogReader):
              "kv_cache_dtype": "kv_cache_dtype=", "max_num_batched_tokens": "max_num_batched_tokens=",
              "available_gib": "Available KV cache memory: ", "cache_tokens": "KV cache size: ",
              "concurrency_context": "Maximum concurrency for ", "concurrency": "tokens per request: ",
-             "gpu_blocks": "# GPU blocks: ", "block_size": "block_size=", "prefix_caching": "enable_prefix_caching=",
+             "gpu_blocks": "# GPU blocks: ", "block_size": "with config: ", "prefix_caching": "enable_prefix_caching=",
              "gdn_backend": " GDN prefill kernel", "attn_block_size": "Setting attention block size to ",
              "mamba_padding_pct": "Padding mamba page size by ", "dcp": "decode_context_parallel_size=",
              "autofit_context": "Auto-fit max_model_len: ", "blocks_override": "num_gpu_blocks_override=",
@@ -79,7 +79,8 @@ class VllmLogReader(LogReader):
     rank_tags = {"dp": re.compile(r"\((?:EngineCore|Worker|DPEngineCoreActor)_DP(\d+)"),
                  "pp": re.compile(r"\(Worker(?:_DP\d+)?_PP(\d+)")}
     minimums = {"max_model_len": 1, "tp": 1, "pp": 1, "max_num_batched_tokens": 1, "block_size": 1,
-                "attn_block_size": 1, "concurrency_context": 1, "dcp": 1, "autofit_context": 1, "lcm_block_size": 1}
+                "attn_block_size": 1, "concurrency_context": 1, "dcp": 1, "autofit_context": 1, "lcm_block_size": 1,
+                "blocks_override": 1}
     ints = frozenset({"max_model_len", "tp", "pp", "max_num_batched_tokens", "cache_tokens", "concurrency_context",
                       "gpu_blocks", "block_size", "attn_block_size", "dcp", "autofit_context", "blocks_override",
                       "lcm_block_size"})
@@ -129,8 +130,7 @@ class VllmLogReader(LogReader):
         elif logged is not None and logged != p.context:
             out.append(f"the config line's max_model_len {logged:,} differs from the capacity line's {p.context:,}: "
                        "planned at the capacity line's")
-        raw = v.get("group_block_sizes")
-        if raw and "block_size" not in v and {int(x) for x in raw.split(",") if x.strip()} == {p.settings.block_size}:
+        if "group_block_sizes" in v and "block_size" not in v and set(self._group_sizes(facts)) == {p.settings.block_size}:
             out.append(f"the block size, {p.settings.block_size}, is the one the log's 'kv cache group sizes' line "
                        f"states (line {facts.lines['group_block_sizes']})")
         if "blocks_override" in v:
@@ -158,11 +158,18 @@ class VllmLogReader(LogReader):
         return settings, used
 
     @staticmethod
+    def _group_sizes(facts: LogFacts) -> list[int]:
+        """The block sizes of "kv cache group sizes (b, ...)", each a block size within bounds (or refused with its
+        line)."""
+        raw = facts.values.get("group_block_sizes")
+        where = f"{facts.source}:{facts.lines.get('group_block_sizes')}"
+        return [READER._value("lcm_block_size", x.strip(), where) for x in raw.split(",") if x.strip()] if raw else []
+
+    @staticmethod
     def _logged_block(facts: LogFacts, spec) -> int | None:
         """The block size 0.33 states only in "kv cache group sizes (b, ...)": taken where every group has it and
         no state page sets it (a hybrid's attention block is vLLM's own alignment, planned, then compared)."""
-        raw = facts.values.get("group_block_sizes")
-        sizes = {int(x) for x in raw.split(",") if x.strip()} if raw else set()
+        sizes = set(VllmLogReader._group_sizes(facts))
         stateful = spec is None or any(not c.per_token for c in spec.components.values())
         return sizes.pop() if len(sizes) == 1 and not stateful else None
 
@@ -201,7 +208,7 @@ class VllmLogReader(LogReader):
         sizes = [g.block_size for g in p.groups]
         rows = []
         if "group_block_sizes" in v:
-            logged = [int(x) for x in v["group_block_sizes"].split(",") if x.strip()]
+            logged = VllmLogReader._group_sizes(facts)
             rows.append(Row("block size of each KV cache group", Quantity(", ".join(map(str, logged)) or "-"),
                             Quantity(", ".join(map(str, sizes))), sorted(logged) == sorted(sizes),
                             ln("group_block_sizes")))
