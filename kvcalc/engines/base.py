@@ -112,9 +112,13 @@ class Engine(ABC):
     def with_gpu(self, settings, gpu):
         """The settings on ``gpu``: an architecture left unset (None) takes the GPU's, as settings built for it
         would."""
-        if gpu is not None and getattr(gpu, "arch", "") and "arch" in {f.name for f in fields(settings)} \
-                and settings.arch is None:
-            return replace(settings, arch=gpu.arch)
+        return self.with_arch(settings, getattr(gpu, "arch", "") if gpu is not None else None)
+
+    def with_arch(self, settings, arch: str | None):
+        """The settings on a device of architecture ``arch`` (a gpus.yaml arch), where the engine's settings carry
+        one and it was left unset (None)."""
+        if arch and "arch" in {f.name for f in fields(settings)} and settings.arch is None:
+            return replace(settings, arch=arch)
         return settings
 
     def at_context(self, settings, context: int):

@@ -379,15 +379,10 @@ def run_one(model, context: int, *, precision=None, engine="vllm", settings=None
 def on_arch(engine: str, settings, arch: str | None):
     """``settings`` (None: the engine's defaults) planned for a device of architecture ``arch``, where the engine's
     settings carry one and it was left unset."""
-    from dataclasses import fields
-
     from ..engines import get_engine
 
-    if settings is None:
-        settings = get_engine(engine).settings()
-    if arch and "arch" in {f.name for f in fields(settings)} and settings.arch is None:
-        return replace(settings, arch=arch)
-    return settings
+    eng = get_engine(engine)
+    return eng.with_arch(eng.settings() if settings is None else settings, arch)
 
 
 def run(model, context: int, *, tp: int = 1, **kw) -> VerifyResult:
