@@ -22,6 +22,7 @@ class GroupKind(str, enum.Enum):
 
     FULL = "full"  # every token
     WINDOW = "window"  # a sliding window of ``PlanGroup.window`` tokens
+    CHUNK = "chunk"  # chunked local attention: the current ``PlanGroup.window``-token chunk (Llama 4)
     STATE = "state"  # fixed state, whatever the context
     EXACT = "exact"  # no paging (the exact engine)
 
@@ -63,12 +64,13 @@ class PlanGroup:
     pages: tuple[PlanPage, ...]
     blocks_per_request: int
     analytic_bytes: int  # exact bytes of the group's caches for one request (kvcalc estimate)
-    window: int | None = None  # tokens, for a WINDOW group
+    window: int | None = None  # tokens: a WINDOW group's window, a CHUNK group's chunk
 
     @property
     def kind_name(self) -> str:
-        """'full', 'window 128', 'state' or 'exact' (the JSON's group kind)."""
-        return f"window {self.window}" if self.kind is GroupKind.WINDOW else self.kind.value
+        """'full', 'window 128', 'chunk 8192', 'state' or 'exact' (the JSON's group kind)."""
+        return f"{self.kind.value} {self.window}" if self.kind in (GroupKind.WINDOW, GroupKind.CHUNK) \
+            else self.kind.value
 
     @property
     def page_bytes(self) -> int:

@@ -61,10 +61,11 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def by_kind(p, unit: str, full, window, state_rule: str) -> tuple[TransferGroup, ...]:
-    """The plan's groups as an engine's connector moves them: ``full(block)`` and ``window(block, W)`` give
-    (units, rule) for a full-attention and a sliding-window group of ``block``-token units of the group's whole
-    (padded) pages; a state group moves one slot at its real bytes."""
+def by_kind(p, unit: str, full, window, state_rule: str, chunk=None) -> tuple[TransferGroup, ...]:
+    """The plan's groups as an engine's connector moves them: ``full(block)``, ``window(block, W)`` and
+    ``chunk(block, C)`` give (units, rule) for a full-attention, a sliding-window and a chunked local attention
+    group of ``block``-token units of the group's whole (padded) pages; a state group moves one slot at its real
+    bytes."""
     from .pool import GroupKind
 
     out = []
@@ -73,7 +74,11 @@ def by_kind(p, unit: str, full, window, state_rule: str) -> tuple[TransferGroup,
             out.append(TransferGroup(g.index, g.kind_name, g.label, len(g.layers), "state slot", 0, 1,
                                      g.real_page_bytes, state_rule))
             continue
-        units, rule = full(g.block_size) if g.kind is GroupKind.FULL else window(g.block_size, g.window)
+        if g.kind is GroupKind.CHUNK and chunk is None:
+            raise KvcalcError(f"{p.engine}: kvcalc does not model how its connector moves chunked local attention "
+                              f"(group {g.index})")
+        units, rule = full(g.block_size) if g.kind is GroupKind.FULL else \
+            chunk(g.block_size, g.window) if g.kind is GroupKind.CHUNK else window(g.block_size, g.window)
         out.append(TransferGroup(g.index, g.kind_name, g.label, len(g.layers), unit, g.block_size, units,
                                  g.page_bytes, rule))
     return tuple(out)

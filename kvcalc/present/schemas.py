@@ -146,12 +146,13 @@ def _plot() -> tuple[dict, dict]:
 def _plan_defs() -> dict:
     from ..pool import GroupKind, Layout
 
-    kinds = [k.value for k in GroupKind if k is not GroupKind.WINDOW]
+    sized = (GroupKind.WINDOW, GroupKind.CHUNK)  # "window 128", "chunk 8192"
+    kinds = [k.value for k in GroupKind if k not in sized]
     page = obj({"component": STR, "spec": STR, "format": STR, "count": POS, "block_size": POS,
                 "entries_per_block": COUNT, "entry_bytes": COUNT, "page_bytes": COUNT, "real_page_bytes": COUNT},
                description="count layer caches of one page shape in a group")
     group = obj({
-        "group": COUNT, "kind": {"type": "string", "pattern": f"^({'|'.join(kinds)}|{GroupKind.WINDOW.value} [0-9]+)$"},
+        "group": COUNT, "kind": {"type": "string", "pattern": f"^({'|'.join(kinds)}|({'|'.join(k.value for k in sized)}) [0-9]+)$"},
         "components": arr(STR, 1), "layers": arr(COUNT, 1), "block_size": POS, "page_bytes": COUNT,
         "real_page_bytes": COUNT, "blocks_per_request": COUNT, "reserved_bytes_per_request": COUNT,
         "analytic_bytes_per_request": COUNT, "layer_pages": arr(ref("page"), 1),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...errors import KvcalcError
+from ...pool import GroupKind
 from ..base import Engine, even_stages, fraction_budget
 from .defaults import (NAME, VERSION, Settings, default_gdn_prefill_backend,
                        default_max_num_batched_tokens, default_max_num_seqs, format_gib)
@@ -18,6 +19,10 @@ def pp_stages(num_layers: int, pp: int) -> list[range]:
     """distributed/utils.py get_pp_indices: num_layers // pp per stage, the remainder added one layer each
     to the stages before the last (partitions[-2], partitions[-3], ...)."""
     return even_stages(num_layers, pp)
+
+
+#: the groups whose blocks per request are capped whatever the context: (kind, name, the tokens they hold)
+_CAPPED = ((GroupKind.WINDOW, "window", "window - 1"), (GroupKind.CHUNK, "chunked", "chunk"))
 
 
 class VllmEngine(Engine):
@@ -124,11 +129,12 @@ class VllmEngine(Engine):
         s = p.settings
         from ...pool import GroupKind
 
-        wins = any(g.kind is GroupKind.WINDOW for g in p.groups)
+        in_flight = p.settings_json['max_in_flight_tokens']
+        admits = [f"{name} groups admit {what} + {in_flight:,} in-flight tokens" for kind, name, what in _CAPPED
+                  if any(g.kind is kind for g in p.groups)]
         return (f"{s.gpu_memory_utilization:g} of the device's total memory less weights; one shared pool of "
                 f"{p.bytes_per_block:,} B blocks; a request reserves {p.blocks_per_request:,} blocks"
-                + (f" (window groups admit window - 1 + {p.settings_json['max_in_flight_tokens']:,} in-flight tokens)"
-                   if wins else "") + "; block 0 is null")
+                + (f" ({'; '.join(admits)})" if admits else "") + "; block 0 is null")
 
     def transfer_groups(self, p, spec, tokens: int):
         from .transfer import nixl_transfer
@@ -143,9 +149,10 @@ class VllmEngine(Engine):
         max_admission_blocks_per_request):
 
         * a full group: cdiv(T, block) (no cap);
-        * a sliding-window group: min(cdiv(T, block), cap), the cap being SlidingWindowSpec.
-          max_admission_blocks_per_request at the configured max_model_len (get_manager_for_kv_cache_spec), which
-          is the plan's reservation ``g.blocks_per_request`` (a group the planner wrapped in
+        * a sliding-window or chunked local attention group: min(cdiv(T, block), cap), the cap being
+          SlidingWindowSpec's / ChunkedLocalAttentionSpec's max_admission_blocks_per_request at the configured
+          max_model_len (get_manager_for_kv_cache_spec), which is the plan's reservation ``g.blocks_per_request``
+          (a group the planner wrapped in
           UniformTypeKVCacheSpecs reaches the scheduler as its first layer's SlidingWindowSpec:
           v1/core/kv_cache_utils.py generate_scheduler_kv_cache_config, so the cap holds for it too);
         * a state (Mamba) group: its fixed share ``g.blocks_per_request``, the blocks a request holds at its peak
@@ -157,7 +164,7 @@ class VllmEngine(Engine):
             if g.kind is GroupKind.STATE:
                 return g.blocks_per_request
             need = -(-tokens // g.block_size)
-            return min(need, g.blocks_per_request) if g.kind is GroupKind.WINDOW else need
+            return min(need, g.blocks_per_request) if g.kind in (GroupKind.WINDOW, GroupKind.CHUNK) else need
 
         return tuple(blocks(g) for g in p.groups)
 
@@ -185,24 +192,26 @@ class VllmEngine(Engine):
         return replace(cost, limits={**cost.limits, "max_num_seqs": settings.num_seqs})
 
     def explain(self, p, num_blocks: int) -> list[str]:
-        from ...pool import GroupKind
         from ...units import format_bytes
 
         out = []
         s = p.settings_json
-        wins = [g for g in p.groups if g.kind is GroupKind.WINDOW]
         fixed = [g for g in p.groups if g.kind is GroupKind.STATE]
         if fixed:
             out.append(f"Fixed-state groups reserve {format_bytes(sum(g.blocks_per_request for g in fixed) * p.bytes_per_block)}"
                        f" of it: {'/'.join(sorted({str(g.blocks_per_request) for g in fixed}))} blocks per request in "
                        f"each of {len(fixed)} group(s), whatever the context (mamba_cache_mode "
                        f"{s.get('mamba_cache_mode', 'none')}).")
-        if wins:
-            w_res = sum(g.blocks_per_request for g in wins) * p.bytes_per_block
-            out.append(f"Window and state groups reserve {format_bytes(w_res)} of it: they admit window - 1 + "
-                       f"{s['max_in_flight_tokens']:,} in-flight tokens (max_num_batched_tokens "
-                       f"{s['max_num_batched_tokens']:,} x {s['max_in_flight_tokens'] // s['max_num_batched_tokens']}"
-                       f"{', async scheduling' if s['async_scheduling'] else ''}), whatever the context.")
+        batches = (f"max_num_batched_tokens {s['max_num_batched_tokens']:,} x "
+                   f"{s['max_in_flight_tokens'] // s['max_num_batched_tokens']}"
+                   f"{', async scheduling' if s['async_scheduling'] else ''}")
+        for kind, name, what in _CAPPED:
+            capped = [g for g in p.groups if g.kind is kind]
+            if capped:
+                held = format_bytes(sum(g.blocks_per_request for g in capped) * p.bytes_per_block)
+                out.append(f"{'Window and state' if kind is GroupKind.WINDOW else 'Chunked'} groups reserve {held} of "
+                           f"it: they admit {what} + {s['max_in_flight_tokens']:,} in-flight tokens ({batches}), "
+                           "whatever the context.")
         out.append(f"Pool: {num_blocks:,} blocks of {p.bytes_per_block:,} B (block 0 is vLLM's null block); "
                    f"layout {p.layout.value}; {p.grouping}.")
         out.append(f"vLLM would log: {self.log_line(p, num_blocks)}")

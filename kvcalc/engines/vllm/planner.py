@@ -23,9 +23,9 @@ def _group(i: int, members: list[LayerSpec], context: int, in_flight: int, analy
         for rows in pages.values()
         for s in rows[:1]
     )
-    window = members[0].window
-    kind = GroupKind.STATE if members[0].state_blocks is not None else \
-        GroupKind.FULL if window is None else GroupKind.WINDOW
+    first = members[0]
+    kind = GroupKind.STATE if first.state_blocks is not None else GroupKind.CHUNK if first.chunk is not None else \
+        GroupKind.FULL if first.window is None else GroupKind.WINDOW
     return PlanGroup(
         index=i,
         kind=kind,
@@ -36,7 +36,7 @@ def _group(i: int, members: list[LayerSpec], context: int, in_flight: int, analy
         # UniformTypeKVCacheSpecs: the most blocks any of its layers needs
         blocks_per_request=max(s.blocks_per_request(context, in_flight) for s in members),
         analytic_bytes=sum(analytic.get((s.layer, s.component), 0) for s in members),
-        window=window if kind is GroupKind.WINDOW else None,
+        window={GroupKind.WINDOW: first.window, GroupKind.CHUNK: first.chunk}.get(kind),
     )
 
 

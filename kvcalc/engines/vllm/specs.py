@@ -10,6 +10,7 @@ from ...errors import KvcalcError
 from ...formats import FORMATS, StorageFormat
 from ...specs import (
     CacheSpec,
+    ChunkedAttention,
     CompressedMLA,
     CompressorState,
     FullAttention,
@@ -39,6 +40,7 @@ class LayerSpec:
     format: str  # storage format of the entries
     padded_page: int | None = None  # MambaSpec.page_size_padded: the state page padded to the attention page
     state_blocks: int | None = None  # MambaSpec: blocks a request holds whatever its length
+    chunk: int | None = None  # ChunkedLocalAttentionSpec.attention_chunk_size
 
     @property
     def entries_per_block(self) -> int:
@@ -57,19 +59,24 @@ class LayerSpec:
     def key(self) -> tuple:
         """Specs with equal keys merge (KVCacheSpec.merge requires equal fields)."""
         return (self.spec, self.block_size, self.tokens_per_state, self.state_bytes, self.alignment, self.window,
-                self.format, self.padded_page, self.state_blocks)
+                self.format, self.padded_page, self.state_blocks, self.chunk)
 
     def uniform_key(self) -> tuple:
         """Specs with equal keys are one uniform type (UniformTypeKVCacheSpecs.is_uniform_type: equal
-        block sizes, one registered base type, and for sliding windows the same window)."""
-        return (self.base, self.block_size, self.window if self.base != "full" else None)
+        block sizes, one registered base type, for sliding windows the same window, for chunked local attention
+        the same chunk: is_uniform_with_collection)."""
+        return (self.base, self.block_size, self.window if self.base != "full" else None, self.chunk)
 
     def blocks_per_request(self, max_model_len: int, in_flight: int) -> int:
         """FullAttentionSpec.max_memory_usage_bytes / page, or SlidingWindowSpec.
         max_admission_blocks_per_request (+1: the window may start mid-block; in_flight: out-of-window
-        blocks are freed only once the tokens in flight are processed), or MambaSpec's fixed count."""
+        blocks are freed only once the tokens in flight are processed), or ChunkedLocalAttentionSpec's
+        (one chunk plus the tokens in flight, no +1: a chunk starts on a block boundary), or MambaSpec's fixed
+        count."""
         if self.state_blocks is not None:
             return self.state_blocks
+        if self.chunk is not None:
+            return -(-min(self.chunk + in_flight, max_model_len) // self.block_size)
         if self.window is None:
             return -(-max_model_len // self.block_size)
         tokens = min(self.window - 1 + in_flight, max_model_len)
@@ -101,6 +108,11 @@ def _full(c: FullAttention, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
         raise KvcalcError(f"engine vllm: {fmt.name} is LMDeploy's KV layout (scale and zero point per head); vLLM "
                           f"{VERSION} has no such KV dtype (its int8/int4_per_token_head keep one fp32 scale); use "
                           "the exact engine")
+    if isinstance(c, ChunkedAttention):
+        # model_executor/layers/attention/chunked_local_attention.py ChunkedLocalAttention.get_kv_cache_spec: the
+        # cache block size, K and V per KV head like full attention; its own base type (not FullAttentionSpec)
+        return LayerSpec(layer, c.name, "ChunkedLocalAttentionSpec", "chunked", ctx.block_size, 1, c.entry_bytes(fmt),
+                         1, None, fmt.name, chunk=c.chunk)
     window = c.window if isinstance(c, SlidingWindowAttention) else None
     return LayerSpec(layer, c.name, "SlidingWindowSpec" if window else "FullAttentionSpec",
                      "sliding" if window else "full", ctx.block_size, 1, c.entry_bytes(fmt), 1, window, fmt.name)
@@ -163,7 +175,7 @@ _RULES: list[tuple[type, object, tuple[int, ...] | None, int]] = [
     (CompressedMLA, _v4_compressed, (V4_BLOCK,), V4_BLOCK),
     (IndexerCache, _indexer, None, 0),  # block sizes: by ratio, below
     (MLALatent, _mla, (FLASHMLA_BLOCK,), FLASHMLA_BLOCK),
-    (FullAttention, _full, None, FLASH_ATTENTION_BLOCK),  # also SlidingWindowAttention
+    (FullAttention, _full, None, FLASH_ATTENTION_BLOCK),  # also SlidingWindowAttention, ChunkedAttention
 ]
 
 
@@ -197,11 +209,6 @@ def mla_backend(settings: Settings, quantized: bool, sparse: bool) -> tuple[str,
 
 
 def _rule(comp: CacheSpec, mla: tuple | None = None):
-    if comp.kind == "chunked_attention":  # vLLM's ChunkedLocalAttentionSpec: not modelled; never as full attention
-        raise KvcalcError(
-            f"engine vllm: cache kind 'chunked_attention' (component {comp.name}) is not modelled for vLLM "
-            f"{VERSION}; use the exact engine"
-        )
     if comp.kind == "linear_attention":  # MiniMax-Text-01 / M1: vLLM removed them in 0.23
         raise KvcalcError(
             f"engine vllm: cache kind 'linear_attention' (component {comp.name}) is not modelled for vLLM "

@@ -17,6 +17,9 @@ def nixl_transfer(p, spec, tokens: int):
     * a sliding-window group: the blocks the decoder allocates, those before the window being null:
       ``cdiv(T, block) - (max(0, T - W + 1) // block)`` (``SlidingWindowManager.get_num_skipped_tokens``,
       ``add_local_computed_blocks``, ``allocate_external_computed_blocks``);
+    * a chunked local attention group (Llama 4): likewise, the blocks of the current chunk only:
+      ``cdiv(T, block) - (T // C x C) // block`` (``ChunkedLocalAttentionManager.get_num_skipped_tokens``: the
+      tokens before the chunk holding the next token, all of them when T is a multiple of C);
     * one descriptor per (layer, block) of the layer's whole page, K and V together, alignment padding included
       (``nixl/base_worker.py``); a state group: the running state's block, at the state's real bytes (conv + SSM
       state, ``ssm_conv_transfer_utils.py``), not the padded page;
@@ -34,8 +37,12 @@ def nixl_transfer(p, spec, tokens: int):
         skipped = max(0, moved - w + 1) // bs
         return cdiv(moved, bs) - skipped, f"cdiv({moved:,}, {bs}) - {skipped:,} before the window"
 
+    def chunk(bs: int, c: int):
+        skipped = moved // c * c // bs
+        return cdiv(moved, bs) - skipped, f"cdiv({moved:,}, {bs}) - {skipped:,} before the chunk"
+
     out = by_kind(p, "block", lambda bs: (cdiv(moved, bs), f"cdiv({moved:,}, {bs})"), window,
-                  "the running state, its real bytes")
+                  "the running state, its real bytes", chunk)
     notes = ["NixlConnector: the decoder reads each rank's blocks from the prefiller"]
     if moved != tokens:
         notes.append(f"with state layers the prefiller computes {moved:,} of the {tokens:,} prompt tokens; the "
