@@ -91,3 +91,34 @@ def test_a_state_written_into_the_null_block_is_caught(monkeypatch):
     monkeypatch.setattr(F.Fill, "_slots", wrong)
     out = _verify("qwen3.5-9b", 1024, fill="sample")
     assert out.verdict == "fail" and "null block still holds the sentinel" in _failed(out)
+
+
+TOY_CHUNKED = """kvcalc: 1
+name: toy-chunked
+precisions: {bf16: {kv: bf16}}
+default_precision: bf16
+components:
+  glob: {cache: full_attention, kv_heads: 2, head_dim: 64, storage: kv}
+  local: {cache: chunked_attention, kv_heads: 2, head_dim: 64, storage: kv, chunk: 256}
+layer_kinds: {g: [glob], c: [local]}
+layers: [c, c, c, g]
+"""
+
+
+def test_chunked_local_attention_reuses_its_blocks_inside_the_cap(tmp_path):
+    # Llama 4's layer pattern, small: 3 chunked layers of chunk 256 and 1 full layer; 4 groups of 1 layer.
+    # At 1,024 tokens with 256 tokens in flight (no async scheduling) a chunked group reserves
+    # cdiv(min(256 + 256, 1024), 16) = 32 blocks and reuses them: it holds 32 x 16 = 512 token slots
+    from kvcalc.config import load_model
+    from kvcalc.verify import verify
+
+    f = tmp_path / "toy-chunked.yaml"
+    f.write_text(TOY_CHUNKED)
+    spec = load_model(str(f))
+    out = verify(plan(spec, 1024, settings=SMALL), device="cpu", fill="full", model=spec)
+    token = 2 * 64 * 2 * 2  # 2 KV heads x 64 x (K, V) x 2 B
+    chunked = [g for g in out.groups if g.kind == "chunk 256"]
+    assert len(chunked) == 3 and all(g.blocks == 32 for g in chunked)
+    assert [g.written_bytes for g in chunked] == [512 * token] * 3
+    assert [g.written_bytes for g in out.groups if g.kind == "full"] == [1024 * token]
+    assert out.verdict == "pass", _failed(out)
