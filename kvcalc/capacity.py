@@ -23,7 +23,7 @@ from .config import ModelSpec, as_model
 from .engines import get_engine
 from .engines.base import Budget, Engine, Fit
 from .errors import KvcalcError
-from .hardware import GPU, get_gpu
+from .hardware import GPU, resolve_gpu
 from .plan import MAX_RANKS, PoolPlan, plan
 from .units import GIB
 MAX_PARALLEL = MAX_RANKS  # one bound for every parallel size
@@ -144,7 +144,7 @@ def capacity(
     if settings is not None and not isinstance(settings, eng.Settings):
         raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
                           f"(get_engine({eng.name!r}).settings(...)), got {type(settings).__name__}", param="settings")
-    dev = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    dev = resolve_gpu(gpu)
     # the engine's defaults for this GPU and model (vLLM's batch limits, SGLang's chunk), as the CLI builds them
     settings = eng.with_parallel(settings if settings is not None else eng.settings(gpu=dev, model=spec), parallel)
     settings = eng.at_context(eng.with_gpu(settings, dev), context)

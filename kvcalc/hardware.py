@@ -55,6 +55,15 @@ def catalogue() -> dict[str, GPU]:
     return _CATALOGUE
 
 
+def resolve_gpu(gpu) -> "GPU | None":
+    """A catalogue GPU from its name, a GPU as given, None for none named; anything else is refused."""
+    if gpu is None or isinstance(gpu, GPU):
+        return gpu
+    if not isinstance(gpu, str):
+        raise KvcalcError(f"gpu: expected a GPU name from the catalogue, got {gpu!r}"[:200], param="gpu")
+    return get_gpu(gpu)
+
+
 def get_gpu(name: str) -> GPU:
     gpus = catalogue()
     key = str(name).strip().lower()

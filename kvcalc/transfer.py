@@ -189,6 +189,7 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
     sides alike) sets the architecture whose kernels pick the block / page layout; None plans on Hopper's rules."""
     from .config import as_model
     from .engines import get_engine
+    from .hardware import resolve_gpu
     from .plan import plan
     from .units import MAX_TOKENS
     from . import args
@@ -200,7 +201,7 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
                           param="bandwidth")
     chosen = get_link(link) if link is not None else (bandwidth_link(bandwidth) if bandwidth is not None else None)
     eng = get_engine(engine)
-    dev = _gpu(gpu)
+    dev = resolve_gpu(gpu)
     settings = eng.settings(gpu=dev, model=spec) if settings is None else eng.with_gpu(settings, dev)
     # the plan's max_model_len is the prompt; an engine that needs room past the prompt (vLLM: one output token)
     # refuses a prompt its context check would let through
@@ -210,16 +211,3 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
     return Transfer(spec.name, eng.name, eng.title, p.precision, prompt_tokens, tp, tplan, p.analytic_bytes,
                     p.per_request_bytes, chosen, dev.key if dev is not None else None,
                     getattr(settings, "arch", None))
-
-
-def _gpu(gpu):
-    """A catalogue GPU from its name (or as given; None: none named)."""
-    if gpu is None:
-        return None
-    from .hardware import GPU, get_gpu
-
-    if isinstance(gpu, GPU):
-        return gpu
-    if not isinstance(gpu, str):
-        raise KvcalcError(f"gpu: expected a GPU name from the catalogue, got {gpu!r}"[:200], param="gpu")
-    return get_gpu(gpu)

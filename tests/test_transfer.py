@@ -215,3 +215,17 @@ def test_the_gpu_sets_the_layout_the_connector_moves(cli):
     assert r.code == 2 and r.err.startswith("kvcalc: error: --gpu: unknown accelerator 'h9000'")
     with pytest.raises(KvcalcError, match="gpu: expected a GPU name"):
         transfer("llama-3.1-8b", 8192, gpu=3)
+
+
+def test_settings_that_carry_an_architecture_are_named_in_the_basis(capsys):
+    # through the API the settings may name the architecture without a catalogue GPU: the text says sm100's
+    # kernels set the 32-token blocks (FlashInfer MLA), not Hopper's
+    from kvcalc.engines import vllm as V
+    from kvcalc.present.transfer import render_transfer
+    from kvcalc.cli.app import console
+
+    t = transfer("deepseek-v3", 4096, settings=V.Settings(arch="sm100"))
+    assert (t.gpu, t.arch, t.plan.groups[0].unit_tokens, t.plan.groups[0].units) == (None, "sm100", 32, 4096 // 32)
+    render_transfer(console(), t)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "on an sm100 GPU" in out and "kernels on sm100 take them" in out and "no GPU named" not in out

@@ -12,7 +12,8 @@ def _seconds(s: float) -> str:
 
 def render_transfer(con, t) -> None:
     ranks = f", on each of {t.tp} tensor-parallel ranks" if t.tp > 1 else ""
-    where = f" on {t.gpu} ({t.arch})" if t.gpu is not None and t.arch else (f" on {t.gpu}" if t.gpu else "")
+    where = f" on {t.gpu} ({t.arch})" if t.gpu is not None and t.arch else \
+        f" on {t.gpu}" if t.gpu else f" on an {t.arch} GPU" if t.arch else ""
     con.print(f"{t.model}, {t.precision}, a prompt of {ctx_text(t.prompt_tokens)} handed from prefill to decode "
               f"on {t.engine_title}{where}{ranks}:")
     tab = table()
@@ -46,7 +47,7 @@ def render_transfer(con, t) -> None:
             lt.add_row(k.name, f"{k.bytes_per_s / 1e9:,.1f}", _seconds(t.seconds_over(k)))
         con.table(lt)
     kernels = ("" if t.engine == "exact" else
-               f" (their size and rows as the engine's kernels on {t.arch} take them)" if t.gpu is not None and t.arch
+               f" (their size and rows as the engine's kernels on {t.arch} take them)" if t.arch
                else " (their size and rows as the engine's kernels on Hopper take them: no GPU named)")
     con.print(f"Basis: the connector's whole blocks or pages with their padding{kernels}, one rank (each decode rank "
               "reads its own share; ranks in parallel, one link each); peak one-way link rates, no protocol overhead; "

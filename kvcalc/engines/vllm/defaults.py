@@ -176,11 +176,11 @@ def default_gdn_prefill_backend(gpu=None, model=None) -> str:
     answer, like the other defaults): 'flashinfer' or 'triton'. model_executor/layers/mamba/gdn/
     qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend: FlashInfer on compute capability 9.0; on the 10.x and
     12.x families when head_k_dim is 128 and the CUDA runtime is 13 or newer (assumed); Triton (FLA) elsewhere."""
-    from ...hardware import arch_major, get_gpu
+    from ...hardware import arch_major, resolve_gpu
 
     if gpu is None:
         return "flashinfer"
-    arch = (get_gpu(gpu) if isinstance(gpu, str) else gpu).arch
+    arch = resolve_gpu(gpu).arch
     major = arch_major(arch) if arch else None  # a GPU of no stated architecture: not Hopper, Triton
     if major == 9:
         return "flashinfer"

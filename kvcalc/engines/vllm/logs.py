@@ -157,19 +157,17 @@ class VllmLogReader(LogReader):
             used["pp"] = pp
         return settings, used
 
-    @staticmethod
-    def _group_sizes(facts: LogFacts) -> list[int]:
+    def _group_sizes(self, facts: LogFacts) -> list[int]:
         """The block sizes of "kv cache group sizes (b, ...)", each a block size within bounds (or refused with its
         line)."""
         raw = facts.values.get("group_block_sizes")
         where = f"{facts.source}:{facts.lines.get('group_block_sizes')}"
-        return [READER._value("lcm_block_size", x.strip(), where) for x in raw.split(",") if x.strip()] if raw else []
+        return [self._value("lcm_block_size", x.strip(), where) for x in raw.split(",") if x.strip()] if raw else []
 
-    @staticmethod
-    def _logged_block(facts: LogFacts, spec) -> int | None:
+    def _logged_block(self, facts: LogFacts, spec) -> int | None:
         """The block size 0.33 states only in "kv cache group sizes (b, ...)": taken where every group has it and
         no state page sets it (a hybrid's attention block is vLLM's own alignment, planned, then compared)."""
-        sizes = set(VllmLogReader._group_sizes(facts))
+        sizes = set(self._group_sizes(facts))
         stateful = spec is None or any(not c.per_token for c in spec.components.values())
         return sizes.pop() if len(sizes) == 1 and not stateful else None
 
@@ -200,15 +198,14 @@ class VllmLogReader(LogReader):
                 rows.append(Row(figure, Quantity(c, unit="x"), NOTHING, None, ln("concurrency")))
         return rows
 
-    @staticmethod
-    def _block_size_rows(facts: LogFacts, p) -> list[Row]:
+    def _block_size_rows(self, facts: LogFacts, p) -> list[Row]:
         """kv_cache_utils.py: "kv cache group sizes (b, ...)" (each group's block size, in vLLM's group order) and
         "kv lcm block sizes B" (the scheduler's block, their lcm)."""
         v, ln = facts.values, facts.lines.get
         sizes = [g.block_size for g in p.groups]
         rows = []
         if "group_block_sizes" in v:
-            logged = VllmLogReader._group_sizes(facts)
+            logged = self._group_sizes(facts)
             rows.append(Row("block size of each KV cache group", Quantity(", ".join(map(str, logged)) or "-"),
                             Quantity(", ".join(map(str, sizes))), sorted(logged) == sorted(sizes),
                             ln("group_block_sizes")))
