@@ -7,7 +7,9 @@ SGLang sizes token pools, not a block pool: the budget is what is free after the
 (``mem_cache/kv_cache_configurator.py::_profile_available_bytes``); Mamba-style state takes its share first
 (``_handle_max_mamba_cache``); the rest divided by the bytes per token ("cell") of every pool, floored to the
 page, is ``max_total_num_tokens``; ``max_running_requests`` follows from it (``resolve_max_num_reqs``). A split
-sliding-window pool (``HybridSWAPoolConfigurator``) gets ``swa_full_tokens_ratio`` SWA tokens per full token.
+sliding-window pool (``HybridSWAPoolConfigurator``) gets ``swa_full_tokens_ratio`` SWA tokens per full token;
+Llama 4's chunked layers take it with the chunk as a sliding window (``sliding_window_size =
+attention_chunk_size``), the layers split by index as ``get_hybrid_layer_ids`` does.
 :mod:`.sizing` holds the steps (:mod:`.dsv4` DeepSeek V4's ``DSV4PoolConfigurator``). SGLang's own
 per-architecture rules (split SWA pools, the Mamba cache strategy, multimodal archs) read the config's
 ``architecture``; its one rule on a model's path ("llama-2" caps the prefill graphs) reads the model's name and

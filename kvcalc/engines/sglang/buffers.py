@@ -49,17 +49,33 @@ class BatchPools:
     page_size: int
     kv_cache_dtype: str
     buffers: tuple[Buffer, ...]
+    swa_floor: int | None = None  # the SWA pool's floor (window + page) where it, not the batch, sizes the pools
     estimate_basis = "complete"  # the basis the prediction is computed on
-    basis = ("predicted: exact analytic bytes of the batch (kvcalc estimate, complete basis), each pool its share "
+    _basis = ("predicted: exact analytic bytes of the batch (kvcalc estimate, complete basis), each pool its share "
              "of its cache group's; planned: the engine's token pools sized to hold exactly the batch (the batch x "
              "the context rounded up to the page), as it allocates them (size + page_size rows per layer, the "
              "padding page included); blocks: a pool's token rows (a state pool's slots), the padding page not "
              "included; allocated: storage bytes on CPU, allocator delta on CUDA; written: bytes counted in memory "
              "after the fill")
 
+    @property
+    def basis(self) -> str:
+        if self.swa_floor is None:
+            return self._basis
+        return self._basis + (f"; here the batch is shorter than the SWA pool's floor, so the pools are the smallest "
+                               f"SGLang builds: max_total_num_tokens {self.max_total_num_tokens:,}, whose SWA pool "
+                               f"exceeds sliding_window_size + page_size ({self.swa_floor:,})")
+
     def checks(self) -> list[tuple[str, bool]]:
         """What the pools must hold beyond their bytes: exactly the batch."""
         per = -(-self.context // self.page_size) * self.page_size
+        if self.swa_floor is not None:
+            return [(f"the pools hold the batch: max_total_num_tokens {self.max_total_num_tokens:,} > {self.batch} x "
+                     f"{per:,}, the fewest whose SWA pool ({self.swa_tokens:,}) exceeds sliding_window_size + "
+                     f"page_size ({self.swa_floor:,}, validate_swa_pool_size); max_running_requests "
+                     f"{self.max_running_requests:,} >= {self.batch}",
+                     self.max_total_num_tokens > self.batch * per and self.swa_tokens > self.swa_floor
+                     and self.max_running_requests >= self.batch)]
         return [(f"the pools hold exactly the batch: max_total_num_tokens {self.max_total_num_tokens:,} == "
                  f"{self.batch} x {per:,}, max_running_requests {self.max_running_requests:,} >= {self.batch}",
                  self.max_total_num_tokens == self.batch * per and self.max_running_requests >= self.batch)]
@@ -72,10 +88,32 @@ class BatchPools:
                            "page: its allocators hand out pages from 1)"}
 
 
+def swa_floor_tokens(lay: S.Layout, tokens: int) -> int:
+    """The fewest page-aligned max_total_num_tokens, from ``tokens`` up, whose SWA pool (int(T x ratio) on the
+    page) exceeds window + page: SGLang refuses a smaller one (validate_swa_pool_size), so a batch shorter than
+    the window (Llama 4: 8,192) gets the smallest pools SGLang builds instead of exactly the batch."""
+    if not (lay.swa_layers and lay.full_layers) or lay.window is None:
+        return tokens
+    page, floor = lay.page, lay.window + lay.page
+
+    def swa(t: int) -> int:
+        return int(t * lay.swa_ratio) // page * page
+
+    if swa(tokens) > floor:
+        return tokens
+    t = max(tokens, S.ceil_page(int((floor + 1) / lay.swa_ratio), page))
+    while swa(t) <= floor:  # the float product: step up page by page from the estimate
+        t += page
+    while t - page >= tokens and swa(t - page) > floor:
+        t -= page
+    return t
+
+
 def _sizing(plan, lay: S.Layout, batch: int) -> S.Sizing:
-    """size_pools with max_total_tokens = batch x ceil_page(context) and a budget that does not bind; the state
-    pool holds the slots ``batch`` running requests take."""
-    tokens = batch * S.ceil_page(plan.context, lay.page)
+    """size_pools with max_total_tokens = batch x ceil_page(context) (raised to the SWA pool's floor where SGLang
+    needs more, :func:`swa_floor_tokens`) and a budget that does not bind; the state pool holds the slots
+    ``batch`` running requests take."""
+    tokens = swa_floor_tokens(lay, batch * S.ceil_page(plan.context, lay.page))
     settings = replace(plan.settings, max_total_tokens=tokens)
     z = S.size_pools(lay, _UNBOUNDED_GIB, plan.context, settings)
     if lay.state_layers:
@@ -215,5 +253,6 @@ def batch_pools(plan, batch: int, model) -> BatchPools:
                            f"request(s) keep ({b.rows_per_request:,} each, whole pages); raise "
                            "{{swa_full_tokens_ratio}} or the context")
         out.append(b)
+    raised = not isinstance(lay, V4Layout) and z.max_total_num_tokens > batch * S.ceil_page(plan.context, lay.page)
     return BatchPools(batch, plan.context, z.max_total_num_tokens, swa, slots, z.max_running_requests, lay.page, dtype,
-                      tuple(out))
+                      tuple(out), swa_floor=lay.window + lay.page if raised else None)

@@ -102,6 +102,20 @@ HYBRID_SWA_ARCHS = frozenset({
     "MellumForCausalLM", "MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration",
     "InklingForConditionalGeneration", "UnlimitedOCRForCausalLM",
 })
+#: arg_groups/model_overrides/llama4.py _llama4_overrides: the archs whose attention backend SGLang picks per GPU
+#: (trtllm_mha on SM100, fa3 on SM90, aiter on ROCm, triton elsewhere; model_hook.py asserts one of them)
+LLAMA4_ARCHS = frozenset({"Llama4ForConditionalGeneration", "Llama4ForCausalLM"})
+#: configs/model_config.py: the one Llama 4 arch with split pools (is_hybrid_swa_model), local attention
+#: (is_local_attention_model) and get_hybrid_layer_ids's fixed rule: SWA layers (i + 1) % 4 != 0, the rest full
+LLAMA4_HYBRID_ARCH = "Llama4ForConditionalGeneration"
+LLAMA4_FULL_EVERY = 4
+
+
+def llama4_backend(sm_major: int | None) -> str:
+    """The attention backend _llama4_overrides picks (CUDA compute capability major; None: ROCm)."""
+    return {None: "aiter", 10: "trtllm_mha", 9: "fa3"}.get(sm_major, "triton")
+
+
 #: models/gpt_oss.py get_attention_sliding_window_size: the SWA sink models attend window - 1 tokens back
 WINDOW_MINUS_ONE_ARCHS = frozenset({"GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM",
                                     "IQuestQ1ForCausalLM"})

@@ -139,6 +139,8 @@ class SglangEngine(Engine):
         stages = self.pp_stages(len(job.model.layers), s.pp) if s.pp > 1 else None
         lay = S.layout(job.model, job.precision.name, s, job.tp, job.stage_layers, stages)
         _check_chunk(s, lay.page)
+        if lay.chunk_window and s.sm_major == 9:
+            lay = replace(lay, notes=lay.notes + (S.fa3_local_graph_note(lay, job.context),))
         return _pool_plan(job, lay)
 
     # ---- the budget -------------------------------------------------------------------------------------
@@ -301,6 +303,23 @@ def _v4_plan(job, lay) -> PoolPlan:
                     group.page_bytes, 1, job.total, lay.notes, lambda ctx: (-(-ctx // page),), detail=lay)
 
 
+@dataclass(frozen=True)
+class TokenPoolPlan(PoolPlan):
+    """SGLang's pools are separate tensors (mem_cache/memory_pool.py), not one shared block pool: a request's page
+    in a pool costs that pool's page (Llama 4: 12 full layers' 6 KiB at tp 8, 36 SWA layers' 18 KiB), not the
+    widest pool's."""
+
+    @property
+    def per_request_bytes(self) -> int:
+        return sum(g.blocks_per_request * g.page_bytes for g in self.groups)
+
+    def pages_json(self) -> list[dict]:
+        out = super().pages_json()
+        for entry, g in zip(out, self.groups):
+            entry["reserved_bytes_per_request"] = g.blocks_per_request * g.page_bytes
+        return out
+
+
 def _pool_plan(job, lay: S.Layout) -> PoolPlan:
     """The plan's view of SGLang's pools: one group per pool, a "block" being one page of tokens."""
     L, page = job.context, lay.page
@@ -351,12 +370,12 @@ def _pool_plan(job, lay: S.Layout) -> PoolPlan:
     for k in ("max_running_requests", "max_total_tokens"):
         if getattr(job.settings, k) is not None:
             used[k] = getattr(job.settings, k)
-    return PoolPlan(NAME, VERSION, job.model.name, job.precision.name, L, job.settings, used,
-                    PoolLayout.LAYER_OUTERMOST, "one token pool per cache family (SGLang's pool configurators)", 0,
-                    tuple(groups), max(g.page_bytes for g in groups), 1, job.total, lay.notes,
-                    lambda ctx: tuple(-(-ctx // page) if g.kind is GroupKind.FULL else g.blocks_per_request
-                                      for g in groups),
-                    detail=lay)
+    return TokenPoolPlan(NAME, VERSION, job.model.name, job.precision.name, L, job.settings, used,
+                         PoolLayout.LAYER_OUTERMOST, "one token pool per cache family (SGLang's pool configurators)",
+                         0, tuple(groups), max(g.page_bytes for g in groups), 1, job.total, lay.notes,
+                         lambda ctx: tuple(-(-ctx // page) if g.kind is GroupKind.FULL else g.blocks_per_request
+                                           for g in groups),
+                         detail=lay)
 
 
 ENGINE = SglangEngine()

@@ -53,6 +53,9 @@ class SglangLogReader(LogReader):
         "k_gib": re.compile(r"(?<!SWA )KV Cache is allocated\..*K size: ([\d.]+) GB"),
         "kv_gib": re.compile(r"(?<!SWA )KV Cache is allocated\..*\bKV size: ([\d.]+) GB"),
         "swa_tokens": re.compile(r"swa_layer_tokens=(\d+)"),
+        "swa_k_gib": re.compile(r"SWA KV Cache is allocated\..*\bK size: ([\d.]+) GB"),
+        # model_runner_components/load_model_utils.py resolve_sliding_window_size (Llama 4)
+        "chunk_window": re.compile(r"Setting sliding_window_size to be attention_chunk_size: (\d+)"),
         "mamba_slots": re.compile(r"max_mamba_cache_size: (\d+)"),
         "max_total_num_tokens": re.compile(r"max_total_num_tokens=(\d+)"),
         "dsv4_full": re.compile(r"DSV4 pool sizes: full=(\d+)"),
@@ -70,15 +73,17 @@ class SglangLogReader(LogReader):
                                      "kv_cache_dtype", "swa_full_tokens_ratio", "server_mrr")},  # server_args / ServerArgs(
              **{k: "KV Cache is allocated." for k in ("kv_dtype", "kv_tokens", "k_gib", "kv_gib")},
              **{k: "DSV4 pool sizes: " for k in ("dsv4_full", "dsv4_swa", "dsv4_c4", "dsv4_c128", "dsv4_c4_state")},
-             "swa_tokens": "swa_layer_tokens=", "mamba_slots": "max_mamba_cache_size: ",
+             "swa_tokens": "swa_layer_tokens=", "swa_k_gib": "SWA KV Cache is allocated.",
+             "chunk_window": "Setting sliding_window_size to be", "mamba_slots": "max_mamba_cache_size: ",
              "max_total_num_tokens": "max_total_num_tokens=", "max_running_requests": "max_total_num_tokens=",
              "context_len": "context_len=", "post_tokens": "Post-capture KV sizing: KV cache allocated.",
              "post_kv_gib": "Post-capture KV sizing: KV cache allocated."}
     minimums = {"tp": 1, "dp": 1, "attn_dp": 1, "pp": 1, "page_size": 1, "server_mrr": 1, "context_len": 1}
     ints = frozenset({"tp", "dp", "attn_dp", "pp", "page_size", "server_mrr", "kv_tokens", "swa_tokens", "mamba_slots",
+                      "chunk_window",
                       "max_total_num_tokens", "max_running_requests", "context_len", "dsv4_full", "dsv4_swa",
                       "dsv4_c4", "dsv4_c128", "dsv4_c4_state", "post_tokens"})
-    floats = frozenset({"mem_fraction_static", "k_gib", "kv_gib", "swa_full_tokens_ratio", "post_kv_gib"})
+    floats = frozenset({"mem_fraction_static", "k_gib", "kv_gib", "swa_full_tokens_ratio", "post_kv_gib", "swa_k_gib"})
     figures = ("kv_tokens", "max_total_num_tokens", "dsv4_full", "post_tokens")
     run_start = "server_args="
     #: managers/scheduler.py: the logger prefix "[<time> DP{d} PP{p} ... TP{t}]" (utils/common.py configure_logger)
@@ -151,10 +156,8 @@ class SglangLogReader(LogReader):
         if T is None:  # the GB and SWA figures follow from the token count: without it nothing to check
             return rows
         rows += self._size_rows(facts, lay, T)
-        if "swa_tokens" in v and lay.swa_layers:
-            want = int(T * lay.swa_ratio) // lay.page * lay.page
-            rows.append(Row("SWA pool tokens", Quantity(v["swa_tokens"]), Quantity(want), v["swa_tokens"] == want,
-                            ln("swa_tokens")))
+        if lay.swa_layers:
+            rows += self._swa_rows(facts, lay, T)
         if "max_running_requests" in v:
             slots = v.get("mamba_slots", 0)
             if lay.state_layers and not slots:
@@ -185,6 +188,27 @@ class SglangLogReader(LogReader):
         for key, (figure, value) in want.items():
             if key in v:
                 rows.append(Row(figure, Quantity(v[key]), Quantity(value), v[key] == value, ln(key)))
+        return rows
+
+    @staticmethod
+    def _swa_rows(facts: LogFacts, lay: S.Layout, T: int) -> list[Row]:
+        """A split SWA pool: Llama 4's window (its attention_chunk_size, logged at model load), the pool's tokens
+        (int(T x ratio) on the page) and, from the logged SWA tokens, its K size."""
+        v, ln = facts.values, facts.lines.get
+        rows = []
+        if "chunk_window" in v:
+            rows.append(Row("sliding_window_size = attention_chunk_size", Quantity(v["chunk_window"]),
+                            Quantity(lay.window) if lay.window is not None else NOTHING,
+                            v["chunk_window"] == lay.window, ln("chunk_window")))
+        if "swa_tokens" in v:
+            want = int(T * lay.swa_ratio) // lay.page * lay.page
+            rows.append(Row("SWA pool tokens", Quantity(v["swa_tokens"]), Quantity(want), v["swa_tokens"] == want,
+                            ln("swa_tokens")))
+        if "swa_k_gib" in v and "swa_tokens" in v and lay.full_layers:
+            k = S.rows(v["swa_tokens"], lay.page) * lay.swa_heads * lay.swa_head_dim * lay.kv_size * len(lay.swa_layers)
+            rows.append(Row("SWA K size (GB = GiB, 2 decimals)", Quantity(v["swa_k_gib"], unit="GiB"),
+                            Quantity(k / (1 << 30), unit="GiB"), f"{k / (1 << 30):.2f}" == f"{v['swa_k_gib']:.2f}",
+                            ln("swa_k_gib")))
         return rows
 
     @staticmethod

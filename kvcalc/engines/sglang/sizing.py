@@ -2,10 +2,11 @@
 HiCache). Each step cites its file and function under ``python/sglang/srt/``.
 
 1. The layout (:func:`layout`): which layers keep K/V (or an MLA latent, or DSA latent + indexer keys), which
-   layers a split sliding-window pool holds (``configs/model_config.py::is_hybrid_swa_model``: by architecture),
-   which layers keep Mamba-style state, the KV dtype, the page size (``arg_groups/model_overrides/``), and the
-   bytes per token of each pool (``model_executor/pool_configurator.py::DefaultPoolConfigurator.
-   _compute_cell_size``, ``HybridSWAPoolConfigurator._recompute_cell_size``).
+   layers a split sliding-window pool holds (``configs/model_config.py::is_hybrid_swa_model``: by architecture;
+   Llama 4's by index, ``get_hybrid_layer_ids``, with ``attention_chunk_size`` as the window), which layers keep
+   Mamba-style state, the KV dtype, the page size (``arg_groups/model_overrides/``), and the bytes per token
+   of each pool (``model_executor/pool_configurator.py::DefaultPoolConfigurator._compute_cell_size``,
+   ``HybridSWAPoolConfigurator._recompute_cell_size``).
 2. The state pool first (``mem_cache/kv_cache_configurator.py::_handle_max_mamba_cache``): ``r / (1 + r)`` of
    the budget (r = ``mamba_full_memory_ratio``) in state slots, one slot held back.
 3. Tokens (:func:`size_pools`): ``available // cell`` floored to the page (``calculate_pool_sizes``), capped
@@ -21,12 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import KvcalcError
-from ...specs import FullAttention, IndexerCache, MLALatent, RecurrentState, SlidingWindowAttention
-from ...units import GIB
+from ...specs import (ChunkedAttention, FullAttention, IndexerCache, MLALatent, RecurrentState,
+                     SlidingWindowAttention)
+from ...units import GIB, format_bytes
 from .defaults import (DEFAULT_SWA_FULL_TOKENS_RATIO, DSA_PAGE, DSA_QUANT_BLOCK, FA4_PAGE, HYBRID_SWA_ARCHS,
-                       MAMBA_BASE_SLOTS, MAMBA_EXTRA_BUFFER_ARCHS, MAMBA_EXTRA_BUFFER_SLOTS, MRR_MAX, MRR_MIN,
-                       MRR_SCALE, QWEN3_5_SM100_ARCHS, SWA_EVICTION_INTERVAL, TRTLLM_MHA_PAGES, TRTLLM_MLA_ARCHS,
-                       TRTLLM_MLA_PAGES, TRTLLM_PAGE, VERSION, WINDOW_MINUS_ONE_ARCHS, Settings)
+                       LLAMA4_ARCHS, LLAMA4_FULL_EVERY, LLAMA4_HYBRID_ARCH, MAMBA_BASE_SLOTS,
+                       MAMBA_EXTRA_BUFFER_ARCHS, MAMBA_EXTRA_BUFFER_SLOTS, MRR_MAX, MRR_MIN, MRR_SCALE,
+                       QWEN3_5_SM100_ARCHS, SWA_EVICTION_INTERVAL, TRTLLM_MHA_PAGES, TRTLLM_MLA_ARCHS,
+                       TRTLLM_MLA_PAGES, TRTLLM_PAGE, VERSION, WINDOW_MINUS_ONE_ARCHS, Settings, llama4_backend)
 
 INT64_MAX = (1 << 63) - 1  # torch.iinfo(torch.int64).max
 #: SGLang's --kv-cache-dtype names -> (torch dtype as its logs print it, bytes per element)
@@ -67,6 +70,7 @@ class Layout:
     slots_per_request: int = 1
     state_charged: int | None = None  # bytes of a slot the budget is charged (pp > 1: the largest stage's share)
     kv_elsewhere: bool = False  # pp > 1 and this stage keeps no KV while another stage does
+    chunk_window: bool = False  # the window is Llama 4's attention_chunk_size (resolve_sliding_window_size)
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -128,7 +132,7 @@ def _layers_by(model, cls, layers) -> list[tuple[int, object]]:
 
 def _check_kinds(model) -> None:
     for comp in model.components.values():
-        if comp.kind in ("chunked_attention", "linear_attention") or (
+        if comp.kind == "linear_attention" or (
                 isinstance(comp, RecurrentState) and comp.kind not in ("mamba2", "gated_deltanet")):
             raise refuse(f"cache kind {comp.kind!r} (component {comp.name}) is not modelled for SGLang {VERSION}")
         if isinstance(comp, IndexerCache) and comp.ratio != 1:
@@ -200,6 +204,74 @@ def _page(model, settings: Settings, dsa: bool, mla: bool, asym: bool, notes: li
     return page
 
 
+def _windowed(comp) -> bool:
+    return isinstance(comp, (SlidingWindowAttention, ChunkedAttention))
+
+
+def _llama4_split(model, full, ids, notes: list) -> tuple[list, list, int | None]:
+    """configs/model_config.py get_hybrid_layer_ids for Llama4ForConditionalGeneration: SWA layers (i + 1) % 4
+    != 0, full layers the rest, whatever the config's layer kinds; the window is attention_chunk_size
+    (load_model_utils.py resolve_sliding_window_size: mllama4.py has no get_attention_sliding_window_size)."""
+    sliding = [(i, c) for i, c in full if (ids[i] + 1) % LLAMA4_FULL_EVERY]
+    dense = [(i, c) for i, c in full if not (ids[i] + 1) % LLAMA4_FULL_EVERY]
+    chunks = {c.chunk for c in model.components.values() if isinstance(c, ChunkedAttention)}
+    if len(chunks) > 1:
+        raise refuse(f"{model.name} states more than one attention chunk ({sorted(chunks)}); SGLang {VERSION} "
+                     "reads one attention_chunk_size for the whole model")
+    window = chunks.pop() if chunks else None
+    if any(_windowed(c) for _, c in dense) or any(not _windowed(c) for _, c in sliding):
+        notes.append(f"SGLang {VERSION} splits Llama 4's layers by index, not by the config's layer kinds: layers "
+                     f"(i + 1) % {LLAMA4_FULL_EVERY} != 0 go to the SWA pool, the rest to the full pool "
+                     "(get_hybrid_layer_ids); this config's kinds differ, and the pools follow SGLang")
+    if window is None:
+        notes.append(f"no attention chunk in {model.name}: SGLang {VERSION} still splits the pools "
+                     "(is_hybrid_swa_model) but knows no window, so the SWA pool keeps every token")
+    else:
+        notes.append(f"SGLang {VERSION} gives Llama 4's chunked layers its sliding-window pool: sliding_window_size "
+                     f"= attention_chunk_size = {window} (model_runner_components/load_model_utils.py "
+                     "resolve_sliding_window_size; models/mllama4.py defines no get_attention_sliding_window_size), "
+                     f"a sliding window over the chunk: a request keeps its last {window:,} tokens (+ the eviction "
+                     "interval), whatever the chunk boundaries (mem_cache/common.py free_swa_out_of_window_slots), a "
+                     f"superset of the chunk a token attends to; SWA layers (i + 1) % {LLAMA4_FULL_EVERY} != 0, full "
+                     "layers the rest (configs/model_config.py get_hybrid_layer_ids)")
+    return dense, sliding, window
+
+
+def _split(model, arch, full, ids, notes: list) -> tuple[list, list, int | None]:
+    """(full-pool layers, SWA-pool layers, the window SGLang validates against) for the attention layers."""
+    if arch == LLAMA4_HYBRID_ARCH:
+        return _llama4_split(model, full, ids, notes)
+    sliding = [(i, c) for i, c in full if _windowed(c)]
+    dense = [(i, c) for i, c in full if not _windowed(c)]
+    if sliding and arch not in HYBRID_SWA_ARCHS:
+        notes.append(f"SGLang {VERSION} keeps one pool for every layer of this model: it splits full and "
+                     f"sliding-window pools only for the architectures it lists (is_hybrid_swa_model), and "
+                     + (f"{arch} is not one" if arch else "the config states no architecture")
+                     + "; the window (or chunk) is applied in the kernel only")
+        return full, [], None
+    if not sliding:
+        return dense, sliding, None
+    swa = sliding[0][1]
+    size = swa.chunk if isinstance(swa, ChunkedAttention) else swa.window
+    return dense, sliding, size - 1 if arch in WINDOW_MINUS_ONE_ARCHS else size
+
+
+def _llama4_checks(arch, settings: Settings, notes: list) -> None:
+    """_llama4_overrides picks the attention backend per GPU; Llama4ForConditionalGeneration.forward takes no
+    pp_proxy_tensors, so model_executor/model_runner.py asserts "Pipeline Parallel is not compatible with this
+    model." under pp > 1."""
+    if arch not in LLAMA4_ARCHS:
+        return
+    if arch == LLAMA4_HYBRID_ARCH and settings.pp > 1:
+        raise KvcalcError(f"pp: SGLang {VERSION} refuses {arch} with {{{{pp}}}} {settings.pp}: \"Pipeline Parallel is "
+                          "not compatible with this model.\" (model_runner.py: models/mllama4.py's forward takes no "
+                          "pp_proxy_tensors)", param="pp")
+    backend = llama4_backend(settings.sm_major)
+    platform = {10: "sm100", 9: "sm90", None: "hip"}.get(settings.sm_major, "other platforms")
+    notes.append(f"SGLang {VERSION} logs 'Use {backend} as attention backend on {platform} for Llama4 model' "
+                 "(arg_groups/model_overrides/llama4.py _llama4_overrides)")
+
+
 def layout(model, precision: str | None, settings: Settings, tp: int, stage_layers, stages=None) -> Layout:
     """The pools of one rank of tensor-parallel size ``tp`` (attention TP = tp // attn_dp); ``stages``: every
     pipeline stage's layers (pp > 1)."""
@@ -216,16 +288,9 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
     dsa = bool(idx)
     kv_dtype = _kv_dtype(model, precision, dsa)
     _, kv_size = KV_DTYPES[kv_dtype]
-    split = arch in HYBRID_SWA_ARCHS
-    sliding = [(i, c) for i, c in full if isinstance(c, SlidingWindowAttention)]
-    dense = [(i, c) for i, c in full if not isinstance(c, SlidingWindowAttention)]
     notes = []
-    if sliding and not split:
-        notes.append(f"SGLang {VERSION} keeps one pool for every layer of this model: it splits full and "
-                     f"sliding-window pools only for the architectures it lists (is_hybrid_swa_model), and "
-                     + (f"{arch} is not one" if arch else "the config states no architecture")
-                     + "; the window is applied in the kernel only")
-        dense, sliding = full, []
+    _llama4_checks(arch, settings, notes)
+    dense, sliding, window = _split(model, arch, full, sorted(stage_layers), notes)
     page = _page(model, settings, dsa, bool(mla), any(c.head_dim != c.value_dim for _, c in full), notes)
     first = (dense or sliding or [(None, None)])[0][1]
     swa = sliding[0][1] if sliding else None
@@ -237,9 +302,6 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
         # (FlashMLA's layout); from compute capability 10 the trtllm DSA kernels keep the raw 576 B row
         packed = dsa and kv_size == 1 and (settings.sm_major or 0) < 10
         mla_dim = rank + rank // 128 * 4 + latent.rope_dim * 2 if packed else latent.dim
-    window = None
-    if swa is not None:
-        window = swa.window - 1 if arch in WINDOW_MINUS_ONE_ARCHS else swa.window
     charged = _state_charged(model, attn_tp, arch, settings, stages)
     per_req, conv_bytes, slots, ssm_dtype = _state(model, states, attn_tp, arch, settings) \
         if (states or charged is not None) else (0, 0, 1, "float32")
@@ -263,8 +325,21 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
         state_charged=charged,
         kv_elsewhere=settings.pp > 1 and not (mla or full)
         and bool(_layers_by(model, (FullAttention, MLALatent), model.layers)),
+        chunk_window=arch == LLAMA4_HYBRID_ARCH and window is not None,
         notes=tuple(notes),
     )
+
+
+def fa3_local_graph_note(lay: Layout, context: int) -> str:
+    """fa3 (SM90) applies Llama 4's chunk in the kernel (layers/attention/local_attention.py); its decode CUDA
+    graphs keep local-attention metadata for max_bs x ceil(context_len / chunk) virtual batches, each
+    ceil(chunk / page) + 2 int32 (LocalAttentionMetadataBuilder.alloc_cuda_graph_buffers), outside the pools."""
+    per_slot = -(-context // lay.window) * (-(-lay.window // lay.page) + 2) * 4
+    return (f"on sm90 the fa3 backend applies the {lay.window}-token chunk in the kernel (layers/attention/"
+            f"local_attention.py); its decode CUDA graphs keep chunk metadata outside the KV pool, in "
+            f"mem_fraction_static's slack: ceil(context_len / {lay.window}) x (ceil({lay.window} / page) + 2) int32 "
+            f"per graph batch slot, {format_bytes(per_slot)} at context_len {context:,} (x max_bs: "
+            f"{format_bytes(per_slot * 512)} at 512)")
 
 
 # ---- sizing ---------------------------------------------------------------------------------------------------

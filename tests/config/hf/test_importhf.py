@@ -350,13 +350,18 @@ def test_minimax_lightning_attention(tmp_path):
         _load(tmp_path, bad)
 
 
-def test_chunked_attention_is_refused_by_the_vllm_engine(tmp_path):
+def test_an_imported_llama4_plans_its_chunked_layers_on_vllm(tmp_path):
+    from kvcalc.engines import vllm as V
     from kvcalc.plan import plan
 
     spec = _load(tmp_path, {"model_type": "llama4_text", "num_hidden_layers": 4, "num_attention_heads": 8,
                             "num_key_value_heads": 2, "head_dim": 64, "hidden_size": 512, "attention_chunk_size": 64})
-    with pytest.raises(KvcalcError, match="chunked_attention.*not modelled"):
-        plan(spec, 4096)
+    p = plan(spec, 4096, settings=V.Settings(max_num_batched_tokens=256, async_scheduling=False))
+    # layers 0-2 chunked (RoPE), layer 3 full (NoPE): groups of min(3, 1) = 1 layer; a chunked group reserves
+    # cdiv(min(64 + 256, 4096), 16) = 20 blocks, the full one cdiv(4096, 16) = 256; a page: 16 x 2 x 64 x 2 x 2 B
+    assert [g.kind_name for g in p.groups] == ["chunk 64"] * 3 + ["full"]
+    assert [g.blocks_per_request for g in p.groups] == [20, 20, 20, 256]
+    assert p.bytes_per_block == 16 * 2 * 64 * 2 * 2 == 8192
 
 
 KIMI_LINEAR = {  # the published fields of Kimi-Linear-48B-A3B (written here by hand, not a verbatim file)

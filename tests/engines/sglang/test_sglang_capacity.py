@@ -149,8 +149,8 @@ def test_dp_attention_divides_a_given_request_cap_and_shares_the_tp_gpus():
 
 
 def test_what_sglang_does_not_run_is_refused_with_its_version():
-    with pytest.raises(KvcalcError, match=r"'chunked_attention' .* not modelled for SGLang 0.5.23"):
-        cap("llama-4-scout", 8192)
+    with pytest.raises(KvcalcError, match=r"'linear_attention' .* not modelled for SGLang 0.5.23"):
+        cap("minimax-m1", 8192)
     with pytest.raises(KvcalcError, match=r"precision: SGLang 0.5.23's --kv-cache-dtype has no 'q8'"):
         from kvcalc.engines.sglang.sizing import _kv_dtype
 
