@@ -50,4 +50,10 @@ def nixl_transfer(p, spec, tokens: int):
     if has_state:
         notes.append("vLLM's NixlConnector refuses to start a Mamba hybrid unless VLLM_SSM_CONV_STATE_LAYOUT=DS "
                      "is set (the conv state stored dim-first; the default layout is SD)")
+    chunks = sorted({g.window for g in p.groups if g.kind is GroupKind.CHUNK and moved % g.window == 0})
+    if chunks:
+        notes.append(f"{moved:,} tokens end a chunk of {', '.join(f'{c:,}' for c in chunks)}: vLLM 0.33 moves no "
+                     "block of those chunked groups (every token is before the next chunk), yet the decoder "
+                     "recomputes the last prompt token (scheduler.py _update_waiting_for_remote_kv), whose chunk's "
+                     "blocks it then holds as null: kvcalc counts what the code moves; not checked on a GPU")
     return TransferPlan(out, moved, 0, tuple(notes))

@@ -85,6 +85,12 @@ def test_nixl_moves_the_current_chunk_only():
     assert sum(g.bytes for g in groups) == (3 * 226 + 1250) * 98_304
     # what the request holds in the pool: every group's min(cdiv(20,000, 16), cap) = 1,250 blocks
     assert t.reserved_bytes == 4 * 1250 * 98_304
+    assert not any("end a chunk" in n for n in t.plan.notes)
+    # a prompt of one whole chunk: 8,192 // 8,192 x 8,192 tokens skipped, no chunked block moves, and the note says
+    # the decoder's recompute of token 8,191 then finds its chunk null
+    whole = transfer("llama-4-scout", 8192, tp=8, settings=S)
+    assert [g.units for g in whole.plan.groups] == [0, 0, 0, 8192 // 16]
+    assert any("8,192 tokens end a chunk of 8,192" in n for n in whole.plan.notes)
 
 
 def test_the_capacity_table_names_the_chunked_groups(cli):
