@@ -133,6 +133,7 @@ class Settings:
     max_num_seqs: int | None = None  # --max-num-seqs (None: vllm serve's 1024, capped by the token budget)
     batched_tokens_defaulted: bool = False  # max_num_batched_tokens is vllm serve's default, not the user's
     arch: str | None = None  # the GPU's architecture (kvcalc/data/gpus.yaml arch); None: Hopper, no GPU named
+    hybrid_kv_cache_manager: bool = True  # --disable-hybrid-kv-cache-manager turns it off (on by default on CUDA)
 
     @property
     def sm_major(self) -> int | None:

@@ -26,6 +26,30 @@ def _max_layers_per_page(bucket: list[LayerSpec]) -> int:
     return max(counts.values())
 
 
+def promote_local(specs: list[LayerSpec]) -> tuple[list[LayerSpec], bool]:
+    """--disable-hybrid-kv-cache-manager (kv_cache_planning.py unify_hybrid_kv_cache_specs,
+    _promote_local_kv_cache_specs): where the attention layers mix full attention with sliding-window or chunked
+    layers, those become FullAttentionSpec at the full layers' block size (every token keeps its blocks); state
+    layers stay as they are. Returns the specs and whether any was promoted; vLLM's ValueError where the
+    attention layers still are not one type."""
+    if any(s.spec == "SlidingWindowMLASpec" for s in specs):
+        raise KvcalcError(f"hybrid_kv_cache_manager: kvcalc does not model DeepSeek V4 on vLLM {VERSION} without the "
+                          "hybrid KV-cache manager ({{hybrid_kv_cache_manager}})", param="hybrid_kv_cache_manager")
+    attn = [s for s in specs if s.state_blocks is None]
+    local = [s for s in attn if s.window is not None or s.chunk is not None]
+    full_blocks = {s.block_size for s in attn if s.window is None and s.chunk is None}
+    if full_blocks and local:
+        block = next(iter(full_blocks)) if len(full_blocks) == 1 else None
+        specs = [replace(s, spec="FullAttentionSpec", base="full", window=None, chunk=None,
+                         block_size=block or s.block_size) if s in local else s for s in specs]
+        attn = [s for s in specs if s.state_blocks is None]
+    if len({s.uniform_key() for s in attn}) > 1:
+        raise KvcalcError(f"hybrid_kv_cache_manager: vLLM {VERSION} refuses this model without the hybrid KV-cache "
+                          "manager: \"Failed to promote local KV cache specs to one unified type.\"",
+                          param="hybrid_kv_cache_manager")
+    return specs, bool(full_blocks and local)
+
+
 def group_layers(specs: list[LayerSpec]) -> tuple[list[list[LayerSpec]], str, int]:
     """vLLM's KV-cache groups (lists of layer specs), the rule that made them, and the padding layers
     added (get_kv_cache_groups)."""

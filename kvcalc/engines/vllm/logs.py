@@ -14,6 +14,9 @@ Lines read (vLLM 0.33 wording; older versions' separate lines too):
   size by P% ...`` (platforms/interface.py ``_align_hybrid_block_size``), ``enable_prefix_caching=...`` (the
   config line) and ``Using X GDN prefill kernel`` (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py),
   which set the plan's prefix caching and GDN prefill backend
+* ``Hybrid KV cache manager is disabled for this hybrid model, ...`` (v1/core/kv_cache_planning.py
+  ``unify_hybrid_kv_cache_specs``: --disable-hybrid-kv-cache-manager promoted sliding-window or chunked layers
+  to full attention), which plans them so
 
 The log rounds the pool to 0.01 GiB, so the reader turns that figure into the range of pools it can stand
 for and reports the range of block counts, token counts and concurrencies that range gives; a logged figure
@@ -61,6 +64,8 @@ class VllmLogReader(LogReader):
         "gdn_backend": re.compile(r"Using (FlashInfer|Triton/FLA|CuteDSL|AITER FlyDSL|SYCL|CPU) GDN prefill kernel"),
         "attn_block_size": re.compile(r"Setting attention block size to (\d+) tokens"),
         "mamba_padding_pct": re.compile(r"Padding mamba page size by ([\d.]+)%"),
+        # kv_cache_planning.py unify_hybrid_kv_cache_specs, where --disable-hybrid-kv-cache-manager promoted layers
+        "hybrid_off": re.compile(r"(Hybrid KV cache manager is disabled) for this hybrid model"),
     }
     hints = {"version": "Initializing a V1 LLM engine", "model_id": "with config: model='",
              "max_model_len": "max_seq_len=", "tp": "tensor_parallel_size=", "pp": "pipeline_parallel_size=",
@@ -72,7 +77,7 @@ class VllmLogReader(LogReader):
              "mamba_padding_pct": "Padding mamba page size by ", "dcp": "decode_context_parallel_size=",
              "autofit_context": "Auto-fit max_model_len: ", "blocks_override": "num_gpu_blocks_override=",
              "reserved_gib": "as specified by kv_cache_memory_bytes", "group_block_sizes": "kv cache group sizes (",
-             "lcm_block_size": "kv lcm block sizes "}
+             "lcm_block_size": "kv lcm block sizes ", "hybrid_off": "Hybrid KV cache manager is disabled"}
     run_start = "Initializing a V1 LLM engine"
     #: utils/system_utils.py decorate_logs, logging_utils/formatter.py "(%(vllm_process_name)s pid=%(process)d)":
     #: EngineCore_DP{n}, Worker_DP{n}_PP{m}_TP{k} (v1/engine/core.py, v1/executor/multiproc_executor.py)
@@ -149,6 +154,11 @@ class VllmLogReader(LogReader):
             hybrid["prefix_caching"] = v["prefix_caching"] == "True"
         if "gdn_backend" in v:  # only FlashInfer's prefill exports checkpoints; the others plan alike
             hybrid["gdn_prefill_backend"] = "flashinfer" if v["gdn_backend"] == "FlashInfer" else "triton"
+        manager = given.get("hybrid_kv_cache_manager")
+        if manager is None and "hybrid_off" in v:
+            manager = False
+        if manager is not None:
+            hybrid["hybrid_kv_cache_manager"] = manager
         pp = v.get("pp", 1)
         settings = Settings(max_num_batched_tokens=mnbt, async_scheduling=asyn, block_size=bs, pp=pp, **hybrid)
         used = {"max_num_batched_tokens": mnbt, "async_scheduling": asyn, "tp": self.tp(facts), "block_size": bs,

@@ -34,6 +34,11 @@ OPTIONS = (
     Option("allow_long_max_model_len", "--allow-long-max-model-len", "As vLLM with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: "
            "plan a max_model_len past the model's derived maximum (vLLM refuses it otherwise).", bool,
            ("capacity", "verify", "transfer"), negative="--no-allow-long-max-model-len", cli_default=False),
+    Option("hybrid_kv_cache_manager", "--hybrid-kv-cache-manager", "vLLM's hybrid KV-cache manager (on by default "
+           "on CUDA): sliding-window and chunked layers reserve only their window or chunk; "
+           "--no-hybrid-kv-cache-manager (vLLM's --disable-hybrid-kv-cache-manager) plans them as full attention "
+           "(check-log: from the log's warning).", bool, ("capacity", "verify", "check-log", "transfer"),
+           negative="--no-hybrid-kv-cache-manager", cli_default=True),
     Option("gdn_prefill_backend", "--gdn-prefill-backend", "Gated DeltaNet prefill in vLLM: flashinfer "
            "(Hopper's default; 64-token checkpoints) or triton (default: vLLM's choice for --gpu).", str),
 )

@@ -8,7 +8,7 @@ from ...pool import GroupKind, Layout, PlanGroup, PlanPage, PoolPlan
 from ...errors import KvcalcError
 from ...specs import GatedDeltaNetState
 from .defaults import VERSION, Settings
-from .grouping import group_layers
+from .grouping import group_layers, promote_local
 from .options import flag
 from .specs import LayerSpec, block_outermost, layer_specs
 
@@ -96,6 +96,9 @@ def vllm_plan(job) -> PoolPlan:
     spec, prec, context = job.model, job.precision, job.context
     settings = job.settings.at_context(context)
     specs, block = layer_specs(spec, prec, settings, mtp=job.mtp, kv_heads_divisor=job.tp)
+    promoted = False
+    if not settings.hybrid_kv_cache_manager:
+        specs, promoted = promote_local(specs)
     grouped, rule, padding = group_layers(specs)
     in_flight = settings.in_flight
     here = [[s for s in g if s.layer in job.stage_layers] for g in grouped]
@@ -112,6 +115,11 @@ def vllm_plan(job) -> PoolPlan:
         return tuple(max(s.blocks_per_request(ctx, in_flight) for s in g) for g in counted)
 
     notes = _format_notes(spec, prec, specs)
+    if promoted:
+        notes.append("the hybrid KV-cache manager is off (vLLM's --disable-hybrid-kv-cache-manager): vLLM plans the "
+                     "sliding-window and chunked layers as full attention, every token keeping its blocks, and logs "
+                     "\"Hybrid KV cache manager is disabled for this hybrid model\" (kv_cache_planning.py "
+                     "unify_hybrid_kv_cache_specs)")
     for comp, real, padded in sorted({(s.component, s.real_page_bytes, s.padded_page) for g in grouped for s in g
                                       if s.padded_page is not None and s.state_blocks is None}):
         notes.append(f"vLLM pads each {comp} page from {real:,} to {padded:,} B, the largest page, which it does not "
@@ -131,6 +139,8 @@ def vllm_plan(job) -> PoolPlan:
         "max_in_flight_tokens": in_flight,
         "indexer_dtype": settings.indexer_dtype,
     }
+    if not settings.hybrid_kv_cache_manager:
+        used["hybrid_kv_cache_manager"] = False
     notes += _state_notes(spec, settings, specs, block, used)
     return PoolPlan("vllm", VERSION, spec.name, prec.name, context, settings, used, layout, rule, padding,
                     tuple(groups), bytes_per_block, 1, job.total, tuple(notes), blocks_at,

@@ -100,3 +100,54 @@ def test_the_capacity_table_names_the_chunked_groups(cli):
     assert "0 chunk 8192" in r.out and "3 full" in r.out
     assert "Chunked groups reserve 432.00 MiB" in r.out  # 3 x 1,536 blocks x 98,304 B
     assert "Fits: 51 whole request(s)" in r.out
+
+
+def test_without_the_hybrid_manager_every_layer_is_full_attention():
+    # --disable-hybrid-kv-cache-manager: the chunked layers become FullAttentionSpec, one group of all 48 layers;
+    # a block 48 x 8,192 B = 393,216 B, a request cdiv(131,072, 16) = 8,192 of them: 60 GiB holds 163,840 blocks
+    off = capacity("llama-4-scout", 128 * K, settings=V.Settings(max_num_batched_tokens=8192,
+                                                                 hybrid_kv_cache_manager=False),
+                   parallel=Parallel(tp=8), kv_memory=60 * GIB)
+    p = off.plan
+    assert [g.kind_name for g in p.groups] == ["full"] and len(p.groups[0].layers) == 48
+    assert p.bytes_per_block == 48 * 8192 == 393_216 and p.blocks_per_request == 8192
+    assert off.num_blocks == 60 * GIB // 393_216 == 163_840
+    assert "Maximum concurrency for 131,072 tokens per request: 20.00x" in off.log_line  # 163,840 / 8,192
+    assert off.requests_per_replica == (163_840 - 1) // 8192 == 19
+    assert any("Hybrid KV cache manager is disabled" in n for n in p.notes)
+    # a model without local layers plans as before, and DeepSeek V4 is refused in one line naming the setting
+    llama = plan("llama-3.1-8b", 8192, settings=V.Settings(hybrid_kv_cache_manager=False))
+    assert llama.blocks_per_request == 8192 // 16 and not any("Hybrid KV" in n for n in llama.notes)
+    import pytest
+
+    from kvcalc.errors import KvcalcError
+    with pytest.raises(KvcalcError, match="DeepSeek V4 .* without the hybrid KV-cache manager") as e:
+        plan("deepseek-v4-flash", 8192, precision="fp8", settings=V.Settings(hybrid_kv_cache_manager=False))
+    assert e.value.param == "hybrid_kv_cache_manager"
+
+
+_CONFIG = ("INFO 11-30 12:00:00 [core.py:140] Initializing a V1 LLM engine (v0.33.0) with config: "
+           "model='meta-llama/Llama-4-Scout-17B-16E-Instruct', dtype=torch.bfloat16, max_seq_len=131072, "
+           "tensor_parallel_size=8, pipeline_parallel_size=1, kv_cache_dtype=auto, enable_prefix_caching=True\n"
+           "INFO 11-30 12:00:00 [scheduler.py:311] Chunked prefill is enabled with max_num_batched_tokens=8192.\n")
+_WARNING = ("WARNING 11-30 12:00:40 [kv_cache_planning.py:870] Hybrid KV cache manager is disabled for this hybrid "
+            "model, This means we do not enable any optimizations for saving KV cache memory (e.g., dropping the KV "
+            "cache outside the sliding window). The compute of layers like sliding window is still saved.\n")
+# 60.00 GiB over 393,216 B blocks = 163,840 blocks; / 8,192 a request = 20.00x; x 131,072 = 2,621,440 tokens
+_OFF_LINES = ("INFO 11-30 12:00:41 [gpu_worker.py:773] Available KV cache memory: 60.00 GiB\n"
+              "INFO 11-30 12:00:41 [kv_cache_utils.py:1149] GPU KV cache size: 2,621,440 tokens, Maximum "
+              "concurrency for 131,072 tokens per request: 20.00x\n")
+
+
+def test_check_log_reads_the_hybrid_manager_warning(cli, tmp_path):
+    log = tmp_path / "scout-off.log"
+    log.write_text(_CONFIG + _WARNING + _OFF_LINES)
+    r = cli("check-log", str(log), "-m", "llama-4-scout", "--json")
+    assert r.code == 0, r.out + r.err
+    out = r.json()
+    assert out["settings"]["hybrid_kv_cache_manager"] is False and out["verdict"] == "agrees"
+    # the same figures without the warning are not what the hybrid manager plans (51.20x, 655,360 blocks)
+    bare = tmp_path / "scout-bare.log"
+    bare.write_text(_CONFIG + _OFF_LINES)
+    r = cli("check-log", str(bare), "-m", "llama-4-scout")
+    assert r.code == 1 and "DIFFERS" in r.out
