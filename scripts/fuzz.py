@@ -63,7 +63,8 @@ def token(rng: random.Random) -> str:
 
 #: option sets of each engine (and shared ones) that the engine grid crosses with models and layouts
 ENGINE_FLAGS = {
-    "vllm": [[], ["--block-size", "64"], ["--no-async-scheduling"], ["--no-prefix-caching"]],
+    "vllm": [[], ["--block-size", "64"], ["--no-async-scheduling"], ["--no-prefix-caching"],
+             ["--no-hybrid-kv-cache-manager"]],
     "sglang": [[], ["--max-running-requests", "64"], ["--page-size", "64"], ["--mem-fraction-static", "0.5"],
                ["--enable-dp-attention", "--dp", "2"], ["--max-total-tokens", "100000"]],
     "exact": [[]],

@@ -25,14 +25,14 @@ FLAGS = ["--context", "-c", "--precision", "-p", "--basis", "--batch", "-b", "--
          "--precision-b", "--help", "--bogus", "--prefix-caching", "--no-prefix-caching", "--gdn-prefill-backend",
          "--mem-fraction-static", "--page-size", "--swa-full-tokens-ratio", "--max-running-requests",
          "--max-total-tokens", "--enable-dp-attention", "--mamba-full-memory-ratio", "--chunked-prefill-size",
-         "--link", "--bandwidth", "--max-num-seqs"]
+         "--link", "--bandwidth", "--max-num-seqs", "--hybrid-kv-cache-manager", "--no-hybrid-kv-cache-manager"]
 VALUES = ["1M", "128k", "0", "-1", "1.5M", "1e9", "nan", "inf", "9" * 60, "", " ", "1,2,3", "1k..1M", "4k..1k",
           "1k..8k:1k", "bf16", "fp8", "all", "article", "complete", "h200", "b200", "mi300x", "a100", "rtx-5090", "nope", "vllm", "exact",
           "deepseek-v4-pro", "deepseek-v3.2", "llama-3.1-8b", "qwen3-next-80b-a3b", "gemma-3-27b", "a" * 300,
           "/dev/null", "/", "/tmp", "kvcalc/data/configs/llama-3.1-8b.yaml", "tests/fixtures/hf/kimi-k2.json", "\u00e9\u00e8",
           "1_048_576", "0x10", "40GiB", "1.0", "0.5", "2", "8", "3", "mxfp4", "json", "csv", "\x7f", "--", "-",
           "flashinfer", "triton", "nemotron-h-56b", "minimax-m1", "qwen3.5-9b", "deepseek-v2-lite", "fp32-state",
-          "sglang", "vllm,sglang", "sglang,exact,vllm", "gpt-oss-120b", "0.83", "64", "256", "ib-ndr", "nvlink5",
+          "sglang", "vllm,sglang", "sglang,exact,vllm", "gpt-oss-120b", "llama-4-scout", "0.83", "64", "256", "ib-ndr", "nvlink5",
           "tests/fixtures/logs/synthetic-sglang-0.5.23-llama-3.1-8b.log",
           "tests/fixtures/logs/sglang-vllm21348-qwen3-235b.log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"]
 OUTCOMES = {"ok", "rejected", "verdict"}
