@@ -62,15 +62,20 @@ layers: [m, m, a, m]
 """
 
 
-def test_mamba2_state_is_written(tmp_path):
-    # a small Mamba-2 stack (Nemotron-H's kind; the shipped 56B takes a 3 GiB pool even at 512 tokens)
+def _verify_toy(tmp_path, text: str, ctx: int, fill: str):
+    """verify a small model written here (YAML ``text``) at ``ctx`` tokens on the CPU."""
     from kvcalc.config import load_model
     from kvcalc.verify import verify
 
-    f = tmp_path / "toy-mamba2.yaml"
-    f.write_text(TOY_MAMBA2)
+    f = tmp_path / "toy.yaml"
+    f.write_text(text)
     spec = load_model(str(f))
-    out = verify(plan(spec, 512, settings=SMALL), device="cpu", fill="sample", model=spec)
+    return verify(plan(spec, ctx, settings=SMALL), device="cpu", fill=fill, model=spec)
+
+
+def test_mamba2_state_is_written(tmp_path):
+    # a small Mamba-2 stack (Nemotron-H's kind; the shipped 56B takes a 3 GiB pool even at 512 tokens)
+    out = _verify_toy(tmp_path, TOY_MAMBA2, 512, "sample")
     state = [g for g in out.groups if g.kind == "state"]
     # conv (64 + 2 x 1 x 16) x (4 - 1) x 2 B = 576 B + ssm 4 x 16 x 16 x 4 B = 4,096 B: 4,672 B a layer. vLLM's
     # grouping gives each Mamba layer its own group (the one attention layer sets the group size to 1), so the
@@ -109,13 +114,7 @@ def test_chunked_local_attention_reuses_its_blocks_inside_the_cap(tmp_path):
     # Llama 4's layer pattern, small: 3 chunked layers of chunk 256 and 1 full layer; 4 groups of 1 layer.
     # At 1,024 tokens with 256 tokens in flight (no async scheduling) a chunked group reserves
     # cdiv(min(256 + 256, 1024), 16) = 32 blocks and reuses them: it holds 32 x 16 = 512 token slots
-    from kvcalc.config import load_model
-    from kvcalc.verify import verify
-
-    f = tmp_path / "toy-chunked.yaml"
-    f.write_text(TOY_CHUNKED)
-    spec = load_model(str(f))
-    out = verify(plan(spec, 1024, settings=SMALL), device="cpu", fill="full", model=spec)
+    out = _verify_toy(tmp_path, TOY_CHUNKED, 1024, "full")
     token = 2 * 64 * 2 * 2  # 2 KV heads x 64 x (K, V) x 2 B
     chunked = [g for g in out.groups if g.kind == "chunk 256"]
     assert len(chunked) == 3 and all(g.blocks == 32 for g in chunked)
