@@ -66,3 +66,22 @@ def test_the_messages_name_the_parameter():
     for fn, fragment in cases:
         with pytest.raises(kvcalc.KvcalcError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
             fn()
+
+
+@pytest.mark.parametrize("engine, values, message", [
+    ("vllm", {"block_size": "16"}, "block_size: expected a whole number, got '16'"),
+    ("vllm", {"block_size": True}, "block_size: expected a whole number, got True"),
+    ("vllm", {"hybrid_kv_cache_manager": "no"}, "hybrid_kv_cache_manager: expected a boolean, got 'no'"),
+    ("vllm", {"gpu_memory_utilization": "0.9"}, "gpu_memory_utilization: expected a number, got '0.9'"),
+    ("sglang", {"page_size": 1.5}, "page_size: expected a whole number, got 1.5"),
+])
+def test_engine_settings_of_the_wrong_type_are_refused_by_name(engine, values, message):
+    # through the API a setting may arrive as any Python value: a string '16' used to reach the planner's
+    # arithmetic (a TypeError), and 'no' passed as true
+    from kvcalc.engines import get_engine
+    from kvcalc.errors import KvcalcError
+
+    with pytest.raises(KvcalcError) as e:
+        get_engine(engine).settings(values)
+    assert str(e.value) == message and e.value.param == next(iter(values))
+    assert get_engine("vllm").settings({"gpu_memory_utilization": 1}).gpu_memory_utilization == 1  # a whole number is a number

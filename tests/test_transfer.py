@@ -228,4 +228,4 @@ def test_settings_that_carry_an_architecture_are_named_in_the_basis(capsys):
     assert (t.gpu, t.arch, t.plan.groups[0].unit_tokens, t.plan.groups[0].units) == (None, "sm100", 32, 4096 // 32)
     render_transfer(console(), t)
     out = " ".join(capsys.readouterr().out.split())
-    assert "on an sm100 GPU" in out and "kernels on sm100 take them" in out and "no GPU named" not in out
+    assert "decode on vLLM 0.33.0 on sm100:" in out and "kernels on sm100 take them" in out and "no GPU named" not in out

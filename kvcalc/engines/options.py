@@ -9,6 +9,11 @@ from typing import Any
 from ..errors import KvcalcError
 
 
+#: a setting's type -> the Python types it takes (a bool is no number here) and how a message names it
+_EXPECTED = {bool: ((bool,), "a boolean"), int: ((int,), "a whole number"), float: ((int, float), "a number"),
+             str: ((str,), "a string")}
+
+
 @dataclass(frozen=True)
 class Option:
     """One engine setting a user may set: the settings field (``name``), the engine's own flag and help
@@ -30,6 +35,9 @@ class Option:
         """The value, checked against choices and bounds (the message names the parameter)."""
         if value is None:
             return None
+        kinds, what = _EXPECTED.get(self.type, ((object,), "a value"))
+        if not isinstance(value, kinds) or (isinstance(value, bool) and self.type is not bool):
+            raise KvcalcError(f"{self.name}: expected {what}, got {value!r}"[:200], param=self.name)
         if self.choices and value not in self.choices:
             raise KvcalcError(f"{self.name}: choose one of {', '.join(self.choices)}, got {value!r}"[:200],
                               param=self.name)

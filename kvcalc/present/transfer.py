@@ -13,7 +13,7 @@ def _seconds(s: float) -> str:
 def render_transfer(con, t) -> None:
     ranks = f", on each of {t.tp} tensor-parallel ranks" if t.tp > 1 else ""
     where = f" on {t.gpu} ({t.arch})" if t.gpu is not None and t.arch else \
-        f" on {t.gpu}" if t.gpu else f" on an {t.arch} GPU" if t.arch else ""
+        f" on {t.gpu}" if t.gpu else f" on {t.arch}" if t.arch else ""
     con.print(f"{t.model}, {t.precision}, a prompt of {ctx_text(t.prompt_tokens)} handed from prefill to decode "
               f"on {t.engine_title}{where}{ranks}:")
     tab = table()

@@ -81,9 +81,12 @@ def _render_token_pools(con, r) -> None:
                   "component and layer, entries x bytes per entry (state: its bytes), no pages; tokens = rows (state: "
                   "one per request); written = counted in memory (sentinel).")
     else:
-        con.print(f"Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = {eng}'s "
-                  "pools for exactly this batch, size + page_size rows per layer; tokens = rows (state: slots) "
-                  "without the padding page; written = counted in memory (sentinel).")
+        floor = tp.get("swa_floor_tokens")
+        pools = (f"the smallest pools {eng} builds, more than this batch (its SWA pool must exceed window + page = "
+                 f"{floor:,} tokens)" if floor else f"{eng}'s pools for exactly this batch")
+        con.print(f"Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = {pools}, "
+                  "size + page_size rows per layer; tokens = rows (state: slots) without the padding page; written = "
+                  "counted in memory (sentinel).")
     con.print(f"Verdict: {r.verdict}.")
 
 

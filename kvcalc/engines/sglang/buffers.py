@@ -84,6 +84,7 @@ class BatchPools:
         return {"max_total_num_tokens": self.max_total_num_tokens, "swa_max_total_num_tokens": self.swa_tokens,
                 "max_mamba_cache_size": self.state_slots or None, "max_running_requests": self.max_running_requests,
                 "page_size": self.page_size, "kv_cache_dtype": self.kv_cache_dtype,
+                "swa_floor_tokens": self.swa_floor,
                 "padding": "the first page of every token pool, slot 0 of every state pool (SGLang's padding "
                            "page: its allocators hand out pages from 1)"}
 
@@ -97,7 +98,7 @@ def swa_floor_tokens(lay: S.Layout, tokens: int) -> int:
     page, floor = lay.page, lay.window + lay.page
 
     def swa(t: int) -> int:
-        return int(t * lay.swa_ratio) // page * page
+        return S.swa_pool_tokens(lay, t)
 
     if swa(tokens) > floor:
         return tokens

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ...errors import KvcalcError
 from ...specs import CompressedMLA, IndexerCache, SlidingWindowMLA
 from .defaults import VERSION, Settings
+from .sizing import swa_pool_tokens
 
 V4_PAGE = 256  # arg_groups/model_overrides/deepseek_v4.py
 V4_SWA_RATIO = 0.1  # the override's swa_full_tokens_ratio (model_type deepseek_v4)
@@ -162,7 +163,7 @@ def size_v4(lay: V4Layout, rest_gib: float, settings: Settings) -> V4Sizing:
         full = min(full, settings.max_total_tokens) // lay.page * lay.page
     # _compute_dsv4_sizes validates the SWA pool before MemoryPoolConfig could say "Not enough memory": with no
     # full token the SWA pool is 0 and that check refuses first
-    swa = int(full * lay.swa_ratio) // lay.page * lay.page
+    swa = swa_pool_tokens(lay, full)
     if lay.window + lay.page >= swa:
         raise KvcalcError(f"engine sglang: SWA pool ({swa} tokens) cannot hold even one request: the prefill "
                           f"admission floor is sliding_window_size ({lay.window}) + page_size ({lay.page}). Increase "

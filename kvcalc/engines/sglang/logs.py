@@ -153,6 +153,10 @@ class SglangLogReader(LogReader):
         if "post_kv_gib" in v:
             rows.append(Row("KV size, post-capture (GB = GiB, VMM-backed)", Quantity(v["post_kv_gib"], unit="GiB"),
                             NOTHING, None, ln("post_kv_gib")))
+        if "chunk_window" in v:  # resolve_sliding_window_size logs any model's attention_chunk_size at load
+            rows.append(Row("sliding_window_size = attention_chunk_size", Quantity(v["chunk_window"]),
+                            Quantity(lay.attention_chunk) if lay.attention_chunk is not None else NOTHING,
+                            v["chunk_window"] == lay.attention_chunk, ln("chunk_window")))
         if T is None:  # the GB and SWA figures follow from the token count: without it nothing to check
             return rows
         rows += self._size_rows(facts, lay, T)
@@ -180,7 +184,7 @@ class SglangLogReader(LogReader):
                 Row("bytes per full token", NOTHING, Quantity(round(lay.bytes_per_full_token, 2)), None)]
         if full is None:
             return rows
-        swa = int(full * lay.swa_ratio) // lay.page * lay.page
+        swa = S.swa_pool_tokens(lay, full)
         want = {"dsv4_swa": ("SWA pool tokens", swa), "dsv4_c4": ("c4 pool tokens", full // 4),
                 "dsv4_c128": ("c128 pool tokens", full // 128),
                 "dsv4_c4_state": ("c4 state rows", swa // lay.page * (8 if lay.n(4) else 0)),
@@ -192,16 +196,12 @@ class SglangLogReader(LogReader):
 
     @staticmethod
     def _swa_rows(facts: LogFacts, lay: S.Layout, T: int) -> list[Row]:
-        """A split SWA pool: Llama 4's window (its attention_chunk_size, logged at model load), the pool's tokens
-        (int(T x ratio) on the page) and, from the logged SWA tokens, its K size."""
+        """A split SWA pool: the pool's tokens (int(T x ratio) on the page) and, from the logged SWA tokens, its K
+        size."""
         v, ln = facts.values, facts.lines.get
         rows = []
-        if "chunk_window" in v:
-            rows.append(Row("sliding_window_size = attention_chunk_size", Quantity(v["chunk_window"]),
-                            Quantity(lay.window) if lay.window is not None else NOTHING,
-                            v["chunk_window"] == lay.window, ln("chunk_window")))
         if "swa_tokens" in v:
-            want = int(T * lay.swa_ratio) // lay.page * lay.page
+            want = S.swa_pool_tokens(lay, T)
             rows.append(Row("SWA pool tokens", Quantity(v["swa_tokens"]), Quantity(want), v["swa_tokens"] == want,
                             ln("swa_tokens")))
         if "swa_k_gib" in v and "swa_tokens" in v and lay.full_layers:

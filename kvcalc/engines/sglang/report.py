@@ -53,8 +53,8 @@ def _log_lines(lay: S.Layout, z: S.Sizing, pools: list[dict], context: int, chun
     by = {p["name"]: p["bytes"] for p in pools}
     dtype = S.KV_DTYPES[lay.kv_dtype][0]
     out = []
-    if lay.chunk_window:  # model_runner_components/load_model_utils.py resolve_sliding_window_size, at model load
-        out.append(f"Setting sliding_window_size to be attention_chunk_size: {lay.window}")
+    if lay.attention_chunk is not None:  # model_runner_components/load_model_utils.py resolve_sliding_window_size
+        out.append(f"Setting sliding_window_size to be attention_chunk_size: {lay.attention_chunk}")
     if z.state_slots:
         out.append(f"Mamba Cache is allocated. max_mamba_cache_size: {z.state_slots}, conv_state size: "
                    f"{S.gib(by['Mamba conv state'])}GB, ssm_state size: {S.gib(by['Mamba ssm state'])}GB")

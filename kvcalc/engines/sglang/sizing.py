@@ -71,6 +71,9 @@ class Layout:
     state_charged: int | None = None  # bytes of a slot the budget is charged (pp > 1: the largest stage's share)
     kv_elsewhere: bool = False  # pp > 1 and this stage keeps no KV while another stage does
     chunk_window: bool = False  # the window is Llama 4's attention_chunk_size (resolve_sliding_window_size)
+    #: the model's attention_chunk_size, which resolve_sliding_window_size logs at load for any model that has one
+    #: (neither a get_attention_sliding_window_size nor a hybrid SWA sliding_window_size before it)
+    attention_chunk: int | None = None
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -326,6 +329,7 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
         kv_elsewhere=settings.pp > 1 and not (mla or full)
         and bool(_layers_by(model, (FullAttention, MLALatent), model.layers)),
         chunk_window=arch == LLAMA4_HYBRID_ARCH and window is not None,
+        attention_chunk=next((c.chunk for c in model.components.values() if isinstance(c, ChunkedAttention)), None),
         notes=tuple(notes),
     )
 
@@ -338,11 +342,17 @@ def fa3_local_graph_note(lay: Layout, context: int) -> str:
     return (f"on sm90 the fa3 backend applies the {lay.window}-token chunk in the kernel (layers/attention/"
             f"local_attention.py); its decode CUDA graphs keep chunk metadata outside the KV pool, in "
             f"mem_fraction_static's slack: ceil(context_len / {lay.window}) x (ceil({lay.window} / page) + 2) int32 "
-            f"per graph batch slot, {format_bytes(per_slot)} at context_len {context:,} (x max_bs: "
-            f"{format_bytes(per_slot * 512)} at 512)")
+            f"per graph batch slot, {format_bytes(per_slot)} at context_len {context:,}, times the decode graphs' "
+            "max_bs (cuda_graph_max_bs)")
 
 
 # ---- sizing ---------------------------------------------------------------------------------------------------
+def swa_pool_tokens(lay, full: int) -> int:
+    """pool_configurator.py: the split SWA pool's tokens for ``full`` full tokens, int(full x
+    swa_full_tokens_ratio) floored to the page (``lay``: a Layout or DeepSeek V4's)."""
+    return int(full * lay.swa_ratio) // lay.page * lay.page
+
+
 @dataclass(frozen=True)
 class Sizing:
     """What SGLang logs at start-up for one rank, and what it allocates."""
@@ -393,7 +403,7 @@ def size_pools(lay: Layout, rest_gib: float, context: int, settings: Settings) -
         raise refuse("Not enough memory. Please try to increase {{mem_fraction_static}}.")
     swa = None
     if lay.swa_layers and lay.full_layers:
-        swa = int(tokens * lay.swa_ratio) // page * page
+        swa = swa_pool_tokens(lay, tokens)
         if lay.window is not None and lay.window + page >= swa:
             raise refuse(f"SWA pool ({swa} tokens) cannot hold even one request: the prefill admission floor is "
                          f"sliding_window_size ({lay.window}) + page_size ({page}). Increase "

@@ -127,12 +127,12 @@ class VllmEngine(Engine):
     def summary_line(self, cap) -> str:
         p = cap.plan
         s = p.settings
-        from ...pool import GroupKind
-
         in_flight = p.settings_json['max_in_flight_tokens']
         admits = [f"{name} groups admit {what} + {in_flight:,} in-flight tokens" for kind, name, what in _CAPPED
                   if any(g.kind is kind for g in p.groups)]
-        return (f"{s.gpu_memory_utilization:g} of the device's total memory less weights; one shared pool of "
+        budget = "the KV pool as given" if cap.pool_given else \
+            f"{s.gpu_memory_utilization:g} of the device's total memory less weights"
+        return (f"{budget}; one shared pool of "
                 f"{p.bytes_per_block:,} B blocks; a request reserves {p.blocks_per_request:,} blocks"
                 + (f" ({'; '.join(admits)})" if admits else "") + "; block 0 is null")
 
@@ -158,8 +158,6 @@ class VllmEngine(Engine):
         * a state (Mamba) group: its fixed share ``g.blocks_per_request``, the blocks a request holds at its peak
           (MambaSpec.max_memory_usage_bytes: 2 + checkpoint blocks in align mode, 1 without prefix caching), not
           the fewer MambaManager.get_num_blocks_to_allocate admits in one step."""
-        from ...pool import GroupKind
-
         def blocks(g) -> int:
             if g.kind is GroupKind.STATE:
                 return g.blocks_per_request

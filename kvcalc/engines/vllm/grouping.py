@@ -33,8 +33,9 @@ def promote_local(specs: list[LayerSpec]) -> tuple[list[LayerSpec], bool]:
     layers stay as they are. Returns the specs and whether any was promoted; vLLM's ValueError where the
     attention layers still are not one type."""
     if any(s.spec == "SlidingWindowMLASpec" for s in specs):
-        raise KvcalcError(f"hybrid_kv_cache_manager: kvcalc does not model DeepSeek V4 on vLLM {VERSION} without the "
-                          "hybrid KV-cache manager ({{hybrid_kv_cache_manager}})", param="hybrid_kv_cache_manager")
+        raise KvcalcError(f"hybrid_kv_cache_manager: kvcalc plans DeepSeek V4 on vLLM {VERSION} only with the hybrid "
+                          "KV-cache manager on ({{hybrid_kv_cache_manager}}, the default); it does not model V4 "
+                          "without it", param="hybrid_kv_cache_manager")
     attn = [s for s in specs if s.state_blocks is None]
     local = [s for s in attn if s.window is not None or s.chunk is not None]
     full_blocks = {s.block_size for s in attn if s.window is None and s.chunk is None}

@@ -138,6 +138,9 @@ class VllmLogReader(LogReader):
         if "group_block_sizes" in v and "block_size" not in v and set(self._group_sizes(facts)) == {p.settings.block_size}:
             out.append(f"the block size, {p.settings.block_size}, is the one the log's 'kv cache group sizes' line "
                        f"states (line {facts.lines['group_block_sizes']})")
+        if "hybrid_off" in v and not p.settings.hybrid_kv_cache_manager:
+            out.append(f"the hybrid KV-cache manager was off (line {facts.lines['hybrid_off']}: \"Hybrid KV cache "
+                       "manager is disabled\"): the sliding-window and chunked layers are planned as full attention")
         if "blocks_override" in v:
             out.append(f"num_gpu_blocks_override set the pool to {v['blocks_override']:,} blocks "
                        f"(line {facts.lines['blocks_override']}): the logged memory does not size it")

@@ -33,16 +33,17 @@ def nixl_transfer(p, spec, tokens: int):
     has_state = any(g.kind is GroupKind.STATE for g in p.groups)
     moved = tokens - 1 if has_state and tokens > 1 else tokens
 
-    def window(bs: int, w: int):
-        skipped = max(0, moved - w + 1) // bs
-        return cdiv(moved, bs) - skipped, f"cdiv({moved:,}, {bs}) - {skipped:,} before the window"
+    def local(skipped_tokens, where: str):
+        """A local group's (blocks, rule): the blocks of its tokens less the null ones the skipped tokens fill
+        (get_num_skipped_tokens at ``moved``; ``n``: the window or the chunk)."""
+        def units(bs: int, n: int):
+            skipped = skipped_tokens(n) // bs
+            return cdiv(moved, bs) - skipped, f"cdiv({moved:,}, {bs}) - {skipped:,} before the {where}"
+        return units
 
-    def chunk(bs: int, c: int):
-        skipped = moved // c * c // bs
-        return cdiv(moved, bs) - skipped, f"cdiv({moved:,}, {bs}) - {skipped:,} before the chunk"
-
-    out = by_kind(p, "block", lambda bs: (cdiv(moved, bs), f"cdiv({moved:,}, {bs})"), window,
-                  "the running state, its real bytes", chunk)
+    out = by_kind(p, "block", lambda bs: (cdiv(moved, bs), f"cdiv({moved:,}, {bs})"),
+                  local(lambda w: max(0, moved - w + 1), "window"), "the running state, its real bytes",
+                  local(lambda c: moved // c * c, "chunk"))
     notes = ["NixlConnector: the decoder reads each rank's blocks from the prefiller"]
     if moved != tokens:
         notes.append(f"with state layers the prefiller computes {moved:,} of the {tokens:,} prompt tokens; the "

@@ -477,3 +477,17 @@ def test_qwen3_vl_on_a_large_hopper_reserves_its_feature_pool(cli):
         total = get_gpu(gpu).memory_bytes
         rest = (total - 16 * gib) / gib - total / gib * (1 - 0.83 * 0.95 * 0.9734375) - reserve / 1024
         assert pool(gpu, *extra) == int(rest * gib), (gpu, extra)
+
+
+def test_a_request_reserves_each_pool_at_its_own_page():
+    # SGLang's pools are separate tensors: a request's share costs each pool its own bytes, not the widest pool's.
+    # Qwen3-Next-80B at 8k, tp 1: the 12 full-attention layers keep 2 KV heads x (256 + 256) x 2 B = 2,048 B a token
+    # each (24,576 B over 12); each of 5 state slots (3 + 2 extra-buffer tracking slots) holds 36 gated DeltaNet
+    # layers of conv (16 x 128 x 2 + 32 x 128) x (4 - 1) x 2 B = 49,152 B + recurrent 32 x 128 x 128 x 4 B (fp32)
+    # = 2,097,152 B
+    c = capacity("qwen3-next-80b-a3b", 8192, engine="sglang", kv_memory=40 * GIB)
+    p = c.plan
+    slot = 36 * (49_152 + 2_097_152)
+    assert slot == 77_266_944
+    assert [(g.kind_name, g.blocks_per_request) for g in p.groups] == [("full", 8192), ("state", 5)]
+    assert p.per_request_bytes == 8192 * 12 * 2048 + 5 * slot == 587_661_312

@@ -198,6 +198,8 @@ def test_text_only_llama4_keeps_one_pool(tmp_path):
     assert j["cell_size_bytes"] == 48 * TOKEN == 24576 and j["swa_max_total_num_tokens"] is None
     assert j["max_total_num_tokens"] == 40 * GIB // 24576 == 1_747_626
     assert any("keeps one pool" in n for n in c.plan.notes)
+    # resolve_sliding_window_size still logs the chunk at load for this architecture (it has attention_chunk_size)
+    assert "SGLang would log: Setting sliding_window_size to be attention_chunk_size: 8192" in c.fit.lines
     # pipeline parallelism is not refused for it (its forward takes pp_proxy_tensors)
     capacity(spec, K128, engine="sglang", kv_memory=40 * GIB, parallel=Parallel(tp=8, pp=2))
 

@@ -121,7 +121,7 @@ def test_without_the_hybrid_manager_every_layer_is_full_attention():
     import pytest
 
     from kvcalc.errors import KvcalcError
-    with pytest.raises(KvcalcError, match="DeepSeek V4 .* without the hybrid KV-cache manager") as e:
+    with pytest.raises(KvcalcError, match="DeepSeek V4 on vLLM 0.33.0 only with the hybrid KV-cache manager on .* does not model V4 without it") as e:
         plan("deepseek-v4-flash", 8192, precision="fp8", settings=V.Settings(hybrid_kv_cache_manager=False))
     assert e.value.param == "hybrid_kv_cache_manager"
 
@@ -146,6 +146,8 @@ def test_check_log_reads_the_hybrid_manager_warning(cli, tmp_path):
     assert r.code == 0, r.out + r.err
     out = r.json()
     assert out["settings"]["hybrid_kv_cache_manager"] is False and out["verdict"] == "agrees"
+    text = cli("check-log", str(log), "-m", "llama-4-scout").out
+    assert "the hybrid KV-cache manager was off (line 3" in " ".join(text.split())
     # the same figures without the warning are not what the hybrid manager plans (51.20x, 655,360 blocks)
     bare = tmp_path / "scout-bare.log"
     bare.write_text(_CONFIG + _OFF_LINES)
