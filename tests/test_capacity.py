@@ -194,3 +194,14 @@ def test_settings_built_without_a_gpu_take_the_gpus_architecture():
     assert c.plan.settings.arch == "sm100" and c.plan.settings_json["block_size"] == 32
     with pytest.raises(KvcalcError, match=r"^arch: expected a GPU architecture such as sm90 or gfx942, got 'h100'"):
         capacity("deepseek-v3", 8192, kv_memory=40 * GIB, settings=vllm.settings({"arch": "h100"}))
+
+
+def test_side_by_side_concurrency_names_each_engines_context(cli):
+    # --concurrency finds each engine's own longest context: the header cannot name one, a row gives each.
+    # llama-3.1-8b on a 10 GiB pool holds 10 GiB / 128 KiB a token = 81,920 exact tokens: 8,192 each for 10
+    r = cli("capacity", "llama-3.1-8b", "--engine", "vllm,exact", "--kv-memory", "10GiB", "--concurrency", "10",
+            "-c", "128k")
+    assert r.code == 0, r.err
+    assert "each engine's max_model_len on" in r.out
+    row = next(line for line in r.out.splitlines() if line.strip().startswith("max_model_len"))
+    assert row.split()[-1] == "8,192"  # exact: 81,920 // 10

@@ -182,13 +182,17 @@ def render_engines(con, caps) -> None:
     counts = {c.engine.name: c.gpus for c in caps if not isinstance(c, Refused)}
     where = _where(c0.gpus, c0.gpu) if len(set(counts.values())) == 1 else \
         _where(" / ".join(f"{n} ({e})" for e, n in counts.items()), c0.gpu)
-    con.print(f"{c0.model.display_name}, max_model_len {ctx_text(p.context)} on {where}, tp {par.tp} x pp {par.pp} x "
-              f"dp {par.dp}: engines side by side (per GPU unless marked)")
+    contexts = {c.plan.context for c in caps if not isinstance(c, Refused)}
+    ctx = f"max_model_len {ctx_text(p.context)}" if len(contexts) == 1 else "each engine's max_model_len"
+    con.print(f"{c0.model.display_name}, {ctx} on {where}, tp {par.tp} x pp {par.pp} x dp {par.dp}: engines side by "
+              "side (per GPU unless marked)")
     t = table()
     t.add_column("")
     for k, c in enumerate(caps):  # figures wrap between words only (the budget rule) and, on a console too
         prec = "" if isinstance(c, Refused) else f" ({c.plan.precision})"  # narrow even so, the last engines go
         t.add_column(f"{c.engine.title}{prec}", justify="right", drop=len(caps) - k if k else None)
+    if len(contexts) > 1:  # --concurrency: each engine's own longest context
+        t.add_row("max_model_len", *["refused" if isinstance(c, Refused) else f"{c.plan.context:,}" for c in caps])
     for label, cells in _engine_rows(caps):
         t.add_row(label, *cells)
     con.table(t)
