@@ -82,8 +82,9 @@ def _render_token_pools(con, r) -> None:
                   "one per request); written = counted in memory (sentinel).")
     else:
         floor = tp.get("swa_floor_tokens")
-        pools = (f"the smallest pools {eng} builds, more than this batch (its SWA pool must exceed window + page = "
-                 f"{floor:,} tokens)" if floor else f"{eng}'s pools for exactly this batch")
+        pools = (f"the smallest pools {eng} builds that take this batch, more than its tokens (the split SWA pool "
+                 f"must exceed window + page = {floor:,} and hold the batch's SWA rows)" if floor else
+                 f"{eng}'s pools for exactly this batch")
         con.print(f"Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = {pools}, "
                   "size + page_size rows per layer; tokens = rows (state: slots) without the padding page; written = "
                   "counted in memory (sentinel).")

@@ -49,7 +49,7 @@ class BatchPools:
     page_size: int
     kv_cache_dtype: str
     buffers: tuple[Buffer, ...]
-    swa_floor: int | None = None  # the SWA pool's floor (window + page) where it, not the batch, sizes the pools
+    swa_floor: int | None = None  # window + page where the split SWA pool's needs, not the batch, size the pools
     estimate_basis = "complete"  # the basis the prediction is computed on
     _basis = ("predicted: exact analytic bytes of the batch (kvcalc estimate, complete basis), each pool its share "
              "of its cache group's; planned: the engine's token pools sized to hold exactly the batch (the batch x "
@@ -62,9 +62,10 @@ class BatchPools:
     def basis(self) -> str:
         if self.swa_floor is None:
             return self._basis
-        return self._basis + (f"; here the batch is shorter than the SWA pool's floor, so the pools are the smallest "
-                               f"SGLang builds: max_total_num_tokens {self.max_total_num_tokens:,}, whose SWA pool "
-                               f"exceeds sliding_window_size + page_size ({self.swa_floor:,})")
+        return self._basis + (f"; here the split SWA pool (int(T x swa_full_tokens_ratio)) of exactly the batch would "
+                               "not take it, so the pools are the smallest SGLang builds that do: max_total_num_tokens "
+                               f"{self.max_total_num_tokens:,}, whose SWA pool exceeds sliding_window_size + page_size "
+                               f"({self.swa_floor:,}) and holds the batch's SWA rows")
 
     def checks(self) -> list[tuple[str, bool]]:
         """What the pools must hold beyond their bytes: exactly the batch."""
@@ -72,8 +73,8 @@ class BatchPools:
         if self.swa_floor is not None:
             return [(f"the pools hold the batch: max_total_num_tokens {self.max_total_num_tokens:,} > {self.batch} x "
                      f"{per:,}, the fewest whose SWA pool ({self.swa_tokens:,}) exceeds sliding_window_size + "
-                     f"page_size ({self.swa_floor:,}, validate_swa_pool_size); max_running_requests "
-                     f"{self.max_running_requests:,} >= {self.batch}",
+                     f"page_size ({self.swa_floor:,}, validate_swa_pool_size) and holds the batch's SWA rows; "
+                     f"max_running_requests {self.max_running_requests:,} >= {self.batch}",
                      self.max_total_num_tokens > self.batch * per and self.swa_tokens > self.swa_floor
                      and self.max_running_requests >= self.batch)]
         return [(f"the pools hold exactly the batch: max_total_num_tokens {self.max_total_num_tokens:,} == "
@@ -89,32 +90,35 @@ class BatchPools:
                            "page: its allocators hand out pages from 1)"}
 
 
-def swa_floor_tokens(lay: S.Layout, tokens: int) -> int:
+def swa_floor_tokens(lay: S.Layout, tokens: int, swa_need: int = 0) -> int:
     """The fewest page-aligned max_total_num_tokens, from ``tokens`` up, whose SWA pool (int(T x ratio) on the
-    page) exceeds window + page: SGLang refuses a smaller one (validate_swa_pool_size), so a batch shorter than
-    the window (Llama 4: 8,192) gets the smallest pools SGLang builds instead of exactly the batch."""
+    page) exceeds window + page, which SGLang requires (validate_swa_pool_size), and holds ``swa_need`` rows (the
+    batch's SWA rows): a batch short next to the window (Llama 4: 8,192), or a split pool smaller than the batch
+    keeps, gets the smallest pools that take it instead of exactly the batch."""
     if not (lay.swa_layers and lay.full_layers) or lay.window is None:
         return tokens
     page, floor = lay.page, lay.window + lay.page
 
-    def swa(t: int) -> int:
-        return S.swa_pool_tokens(lay, t)
+    def ok(t: int) -> bool:
+        swa = S.swa_pool_tokens(lay, t)
+        return swa > floor and swa >= swa_need
 
-    if swa(tokens) > floor:
+    if ok(tokens):
         return tokens
-    t = max(tokens, S.ceil_page(int((floor + 1) / lay.swa_ratio), page))
-    while swa(t) <= floor:  # the float product: step up page by page from the estimate
+    t = max(tokens, S.ceil_page(int((max(floor + 1, swa_need)) / lay.swa_ratio), page))
+    while not ok(t):  # the float product: step up page by page from the estimate
         t += page
-    while t - page >= tokens and swa(t - page) > floor:
+    while t - page >= tokens and ok(t - page):
         t -= page
     return t
 
 
 def _sizing(plan, lay: S.Layout, batch: int) -> S.Sizing:
-    """size_pools with max_total_tokens = batch x ceil_page(context) (raised to the SWA pool's floor where SGLang
-    needs more, :func:`swa_floor_tokens`) and a budget that does not bind; the state pool holds the slots
+    """size_pools with max_total_tokens = batch x ceil_page(context) (raised where a split SWA pool would fall
+    below SGLang's floor or the batch's rows, :func:`swa_floor_tokens`) and a budget that does not bind; the state pool holds the slots
     ``batch`` running requests take."""
-    tokens = swa_floor_tokens(lay, batch * S.ceil_page(plan.context, lay.page))
+    swa_need = batch * S.ceil_page(min(plan.context, lay.window), lay.page) if lay.window is not None else 0
+    tokens = swa_floor_tokens(lay, batch * S.ceil_page(plan.context, lay.page), swa_need)
     settings = replace(plan.settings, max_total_tokens=tokens)
     z = S.size_pools(lay, _UNBOUNDED_GIB, plan.context, settings)
     if lay.state_layers:

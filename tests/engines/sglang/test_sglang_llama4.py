@@ -244,6 +244,12 @@ def test_scout_verify_pools_below_the_window_are_sglangs_smallest():
     assert by["SWA KV Cache K"].rows_per_request == 4096  # min(4,096, the 8,192 window)
     (text, ok), = pools.checks()
     assert ok and "max_total_num_tokens 10,243 > 1 x 4,096" in text
+    # three requests keep 3 x 4,096 = 12,288 SWA rows, more than the 9,830 (int(12,288 x 0.8)) of exactly the
+    # batch: the fewest tokens whose SWA pool holds them is 15,360 (int(15,360 x 0.8) = 12,288; 15,359 gives 12,287)
+    assert int(15360 * 0.8) == 12288 and int(15359 * 0.8) == 12287
+    three = SG.batch_pools(p, 3, as_model("llama-4-scout"))
+    assert (three.max_total_num_tokens, three.swa_tokens) == (15_360, 12_288)
+    assert all(ok for _, ok in three.checks())
 
 
 def test_verify_fills_the_toy_pools(tmp_path):
