@@ -81,6 +81,9 @@ class LogReader:
     #: a process prefix's rank of each kind ("dp": data-parallel, "pp": pipeline stage), group 1 its number:
     #: where a log holds lines of several ranks of a kind, only the lowest rank's (and untagged lines) are read
     rank_tags: dict[str, re.Pattern] = {}
+    #: the engine may log its start line twice for one start (SGLang's offline Engine(): entrypoints/engine.py
+    #: logs server_args in __init__ and again in _launch_subprocesses)
+    run_start_twice: bool = False
 
     def parse(self, text: str, source: str = "log") -> LogFacts:
         """The first occurrence of each figure in the first run that holds one (a restart's second set would be
@@ -90,7 +93,7 @@ class LogReader:
         all hints, so a huge log costs one scan), each up to its first MAX_LINE characters; a number longer
         than MAX_DIGITS digits, below its figure's minimum or beyond MAX_VALUE is refused with its line."""
         ranks = self._lowest_ranks(text)
-        starts = [m.start() for m in re.finditer(re.escape(self.run_start), text)] if self.run_start else []
+        starts = self._run_starts(text)
         cuts = [0] + [text.rfind("\n", 0, at) + 1 for at in starts[1:]] + [len(text)]
         facts, newlines, prev = LogFacts(), 0, 0
         for i, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
@@ -108,6 +111,30 @@ class LogReader:
             if n > 1:
                 facts.notes.append(f"the log holds lines of {n} {kind.upper()} ranks; read {kind.upper()}{low}'s")
         return facts
+
+    def _run_starts(self, text: str) -> list[int]:
+        """Where each engine run starts: every ``run_start``; with ``run_start_twice``, less the second of a pair
+        that repeats its start line word for word with no KV figure between them."""
+        if not self.run_start:
+            return []
+        found = [m.start() for m in re.finditer(re.escape(self.run_start), text)]
+        if not self.run_start_twice:
+            return found
+        hints = {self.hints[k] for k in self.figures if k in self.hints}
+        out, first = [], None  # first: the start line of a kept start that may still be repeated once
+
+        def line(at: int) -> str:
+            end = text.find("\n", at)
+            return text[at:end if end >= 0 else len(text)][:MAX_LINE]
+
+        for at in found:
+            this = line(at)
+            if first is not None and this == first and not any(text.find(h, out[-1], at) >= 0 for h in hints):
+                first = None  # the repeat of one start: at most once
+                continue
+            out.append(at)
+            first = this
+        return out
 
     def _lowest_ranks(self, text: str) -> dict[str, tuple[int, int]]:
         """Each tagged kind's lowest rank in the log and how many ranks it names."""

@@ -253,3 +253,21 @@ def test_a_log_of_many_starts_is_read_in_one_pass(cli, tmp_path):
     assert r.code == 0, r.out + r.err
     assert "the log holds 20,000 engine starts; read run 20,000, from line 20,000 (the first with KV figures)" \
         in r.json()["notes"]
+
+
+def test_sglang_offline_engine_logs_its_start_twice(cli, tmp_path):
+    # entrypoints/engine.py: Engine.__init__ and _launch_subprocesses each log the same server_args= line for one
+    # start; a start line repeated once, with no KV figure between, is that one start
+    args = ARGS.format(tp=4, pp=1, adp=4, dpa=True)
+    kv = ("[2026-12-01 10:00:20 DP0 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, K size: "
+          "15.26 GB, V size: 15.26 GB\n")
+    path = tmp_path / "engine.log"
+    path.write_text(args + args + kv)
+    r = cli("check-log", str(path), "--engine", "sglang", "--json")
+    assert r.code == 0, r.out + r.err
+    assert not any("engine starts" in n for n in r.json()["notes"])
+    # a start after KV figures is a restart, identical or not; three identical lines are two starts
+    for text, starts in ((args + kv + args + kv, 2), (args + args + args + kv, 2)):
+        path.write_text(text)
+        notes = cli("check-log", str(path), "--engine", "sglang", "--json").json()["notes"]
+        assert any(f"the log holds {starts} engine starts" in n for n in notes), notes

@@ -86,6 +86,7 @@ class SglangLogReader(LogReader):
     floats = frozenset({"mem_fraction_static", "k_gib", "kv_gib", "swa_full_tokens_ratio", "post_kv_gib", "swa_k_gib"})
     figures = ("kv_tokens", "max_total_num_tokens", "dsv4_full", "post_tokens")
     run_start = "server_args="
+    run_start_twice = True  # entrypoints/engine.py: Engine.__init__ and _launch_subprocesses both log server_args=
     #: managers/scheduler.py: the logger prefix "[<time> DP{d} PP{p} ... TP{t}]" (utils/common.py configure_logger)
     #: (the bracket may follow a collector's prefix: "sglang-1  | [...]", a journald or kubectl timestamp)
     rank_tags = {"dp": re.compile(r"(?:^|[\s|])\[[^\]\n]{0,80}? DP(\d+)(?=[ \]])", re.M),
