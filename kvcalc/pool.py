@@ -26,6 +26,12 @@ class GroupKind(str, enum.Enum):
     STATE = "state"  # fixed state, whatever the context
     EXACT = "exact"  # no paging (the exact engine)
 
+    @property
+    def local(self) -> bool:
+        """A group that holds a request's last tokens only (a window or the current chunk), of
+        ``PlanGroup.window`` tokens: its blocks are capped whatever the context, and reused."""
+        return self in (GroupKind.WINDOW, GroupKind.CHUNK)
+
 
 class Layout(str, enum.Enum):
     BLOCK_OUTERMOST = "block-outermost"  # each block holds every layer's page side by side
@@ -69,8 +75,7 @@ class PlanGroup:
     @property
     def kind_name(self) -> str:
         """'full', 'window 128', 'chunk 8192', 'state' or 'exact' (the JSON's group kind)."""
-        return f"{self.kind.value} {self.window}" if self.kind in (GroupKind.WINDOW, GroupKind.CHUNK) \
-            else self.kind.value
+        return f"{self.kind.value} {self.window}" if self.kind.local else self.kind.value
 
     @property
     def page_bytes(self) -> int:

@@ -146,8 +146,8 @@ def _plot() -> tuple[dict, dict]:
 def _plan_defs() -> dict:
     from ..pool import GroupKind, Layout
 
-    sized = (GroupKind.WINDOW, GroupKind.CHUNK)  # "window 128", "chunk 8192"
-    kinds = [k.value for k in GroupKind if k not in sized]
+    sized = [k for k in GroupKind if k.local]  # "window 128", "chunk 8192"
+    kinds = [k.value for k in GroupKind if not k.local]
     page = obj({"component": STR, "spec": STR, "format": STR, "count": POS, "block_size": POS,
                 "entries_per_block": COUNT, "entry_bytes": COUNT, "page_bytes": COUNT, "real_page_bytes": COUNT},
                description="count layer caches of one page shape in a group")

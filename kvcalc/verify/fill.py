@@ -40,7 +40,6 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import KvcalcError
-from ..pool import GroupKind
 from ..specs import CompressedMLA, CompressorState, FullAttention, IndexerCache, MLALatent, RecurrentState
 from .result import Readback
 
@@ -374,7 +373,7 @@ class Fill:
             fmt = _V32_WRITERS[fmt]  # V3.2's writers: fp32 rows quantised directly, ceil(log2(scale)) in fp32
         return Job(request=r, group=t.group, component=t.component, comp=comp, kind=kind, layer=layer,
                    layer_pos=i, fmt=fmt, block_size=page.entries_per_block, table=self.tables[(r, t.group)],
-                   cyclic=g.kind in (GroupKind.WINDOW, GroupKind.CHUNK), tensor=t,
+                   cyclic=g.kind.local, tensor=t,
                    salt=_salt(r, layer, sorted(self.model.components).index(t.component)),
                    extra={"entry_bytes": page.entry_bytes, "page_block_size": page.block_size})
 

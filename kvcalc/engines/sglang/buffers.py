@@ -115,8 +115,8 @@ def swa_floor_tokens(lay: S.Layout, tokens: int, swa_need: int = 0) -> int:
 
 def _sizing(plan, lay: S.Layout, batch: int) -> S.Sizing:
     """size_pools with max_total_tokens = batch x ceil_page(context) (raised where a split SWA pool would fall
-    below SGLang's floor or the batch's rows, :func:`swa_floor_tokens`) and a budget that does not bind; the state pool holds the slots
-    ``batch`` running requests take."""
+    below SGLang's floor or the batch's rows, :func:`swa_floor_tokens`) and a budget that does not bind; the state
+    pool holds the slots ``batch`` running requests take."""
     swa_need = batch * S.ceil_page(min(plan.context, lay.window), lay.page) if lay.window is not None else 0
     tokens = swa_floor_tokens(lay, batch * S.ceil_page(plan.context, lay.page), swa_need)
     settings = replace(plan.settings, max_total_tokens=tokens)

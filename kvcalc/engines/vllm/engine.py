@@ -21,8 +21,10 @@ def pp_stages(num_layers: int, pp: int) -> list[range]:
     return even_stages(num_layers, pp)
 
 
-#: the groups whose blocks per request are capped whatever the context: (kind, name, the tokens they hold)
-_CAPPED = ((GroupKind.WINDOW, "window", "window - 1"), (GroupKind.CHUNK, "chunked", "chunk"))
+#: the groups whose blocks per request are capped whatever the context: (kind, name, the explanation's name for
+#: them, the tokens they hold)
+_CAPPED = ((GroupKind.WINDOW, "window", "Window and state", "window - 1"),
+           (GroupKind.CHUNK, "chunked", "Chunked", "chunk"))
 
 
 class VllmEngine(Engine):
@@ -128,7 +130,7 @@ class VllmEngine(Engine):
         p = cap.plan
         s = p.settings
         in_flight = p.settings_json['max_in_flight_tokens']
-        admits = [f"{name} groups admit {what} + {in_flight:,} in-flight tokens" for kind, name, what in _CAPPED
+        admits = [f"{name} groups admit {what} + {in_flight:,} in-flight tokens" for kind, name, _, what in _CAPPED
                   if any(g.kind is kind for g in p.groups)]
         budget = "the KV pool as given" if cap.pool_given else \
             f"{s.gpu_memory_utilization:g} of the device's total memory less weights"
@@ -162,7 +164,7 @@ class VllmEngine(Engine):
             if g.kind is GroupKind.STATE:
                 return g.blocks_per_request
             need = -(-tokens // g.block_size)
-            return min(need, g.blocks_per_request) if g.kind in (GroupKind.WINDOW, GroupKind.CHUNK) else need
+            return min(need, g.blocks_per_request) if g.kind.local else need
 
         return tuple(blocks(g) for g in p.groups)
 
@@ -203,13 +205,12 @@ class VllmEngine(Engine):
         batches = (f"max_num_batched_tokens {s['max_num_batched_tokens']:,} x "
                    f"{s['max_in_flight_tokens'] // s['max_num_batched_tokens']}"
                    f"{', async scheduling' if s['async_scheduling'] else ''}")
-        for kind, name, what in _CAPPED:
+        for kind, _, label, what in _CAPPED:
             capped = [g for g in p.groups if g.kind is kind]
             if capped:
                 held = format_bytes(sum(g.blocks_per_request for g in capped) * p.bytes_per_block)
-                out.append(f"{'Window and state' if kind is GroupKind.WINDOW else 'Chunked'} groups reserve {held} of "
-                           f"it: they admit {what} + {s['max_in_flight_tokens']:,} in-flight tokens ({batches}), "
-                           "whatever the context.")
+                out.append(f"{label} groups reserve {held} of it: they admit {what} + {s['max_in_flight_tokens']:,} "
+                           f"in-flight tokens ({batches}), whatever the context.")
         out.append(f"Pool: {num_blocks:,} blocks of {p.bytes_per_block:,} B (block 0 is vLLM's null block); "
                    f"layout {p.layout.value}; {p.grouping}.")
         out.append(f"vLLM would log: {self.log_line(p, num_blocks)}")
