@@ -1,8 +1,14 @@
-"""Every write goes through kvcalc.safewrite.write_file: an exclusive temporary file with an unpredictable name
-in the target's folder, renamed onto the target; an existing file is replaced by every command alike, a link at
-the target is replaced (its target untouched), a folder is refused, and nothing is left after an error."""
+"""Every write goes through kvcalc.safewrite.write_file, which behaves as the standard tools do: a regular file
+(or a link to one) is replaced atomically (an exclusive temporary file with an unpredictable name in the target's
+folder, fsync, rename), a device, FIFO or socket is written in place and never removed or renamed over, a link to
+one of the process's own descriptors (/dev/stdout) is written to that descriptor, a folder is refused, and nothing
+is left after an error. Device nodes and FIFOs here are private ones made in a temporary folder, never /dev."""
 
 import os
+import stat
+import subprocess
+import sys
+import threading
 
 import pytest
 
@@ -37,13 +43,97 @@ def test_a_link_planted_at_the_old_predictable_name_is_not_followed(tmp_path):
     assert victim.read_text() == "precious" and target.read_text() == "data"
 
 
-def test_a_link_at_the_target_is_replaced_not_followed(tmp_path):
-    victim = tmp_path / "victim"
-    victim.write_text("precious")
+def test_a_link_to_a_file_is_written_through_and_stays_a_link(tmp_path):
+    # as the shell's `>` does: the file the link names gets the bytes (atomically), the link stays
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "out.yaml"
+    target.write_text("old")
+    target.chmod(0o640)
     link = tmp_path / "out.yaml"
-    link.symlink_to(victim)
+    link.symlink_to(target)
     write_file(link, "data")
-    assert victim.read_text() == "precious" and not link.is_symlink() and link.read_text() == "data"
+    assert link.is_symlink() and os.readlink(link) == str(target) and target.read_text() == "data"
+    assert target.stat().st_mode & 0o777 == 0o640  # the replaced file keeps its permissions
+    assert _leftovers(tmp_path) == [] and _leftovers(tmp_path / "real") == []
+
+
+def test_a_link_to_nothing_is_refused_and_kept(tmp_path):
+    link = tmp_path / "out.yaml"
+    link.symlink_to(tmp_path / "missing" / "file")
+    with pytest.raises(KvcalcError, match="^out: cannot write .*: it is a link to .*which does not exist"):
+        write_file(link, "data", "out")
+    assert link.is_symlink() and not (tmp_path / "missing").exists()
+
+
+def _char_device(path):
+    """A private character device node with /dev/null's numbers (1, 3), made here; None where this user may not."""
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, OSError):
+        return None
+    return path
+
+
+def test_a_device_node_is_written_in_place_never_replaced(tmp_path):
+    node = _char_device(tmp_path / "null")
+    if node is None:
+        pytest.skip("this user may not make device nodes (mknod needs CAP_MKNOD)")
+    before = os.stat(node)
+    write_file(node, "x" * 100_000)
+    after = os.stat(node)
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev and after.st_ino == before.st_ino
+    assert sorted(os.listdir(tmp_path)) == ["null"]
+
+
+def test_every_command_that_writes_leaves_a_device_node_a_device(cli, tmp_path):
+    node = _char_device(tmp_path / "null")
+    if node is None:
+        pytest.skip("this user may not make device nodes (mknod needs CAP_MKNOD)")
+    ino = os.stat(node).st_ino
+    for argv in (["import-hf", KIMI, "-o"], ["sweep", "llama-3.1-8b", "-c", "1k,2k", "-o"]):
+        r = cli(*argv, str(node))
+        assert r.code == 0, (argv, r.err)
+        assert stat.S_ISCHR(os.stat(node).st_mode) and os.stat(node).st_ino == ino, argv
+    assert sorted(os.listdir(tmp_path)) == ["null"]
+
+
+def test_a_fifo_is_written_in_place(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    write_file(fifo, "model,context\n")
+    reader.join(10)
+    assert got == [b"model,context\n"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["pipe"]
+
+
+def test_a_socket_is_refused_in_one_line_and_kept(tmp_path):
+    import socket
+
+    path = tmp_path / "s.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(path))
+        with pytest.raises(KvcalcError, match="^out: cannot write .*: it is a socket"):
+            write_file(path, "data", "out")
+        assert stat.S_ISSOCK(os.stat(path).st_mode)
+    finally:
+        sock.close()
+
+
+def test_a_link_to_the_process_stdout_writes_to_it(tmp_path):
+    # `-o /dev/stdout`: /dev/stdout is a link to /proc/self/fd/1; a link of our own to it stands in for /dev here.
+    # The bytes go to the command's standard output (a pipe here), which is neither removed nor replaced.
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    r = subprocess.run([sys.executable, "-m", "kvcalc", "sweep", "llama-3.1-8b", "-c", "1k", "-o", str(link)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # 1,024 tokens x 32 layers x 8 KV heads x 128 x 2 (K and V) x 2 B = 134,217,728 B
+    assert r.stdout == "model,precision,context_tokens,bytes_per_sequence\nllama-3.1-8b,bf16,1024,134217728\n"
+    assert link.is_symlink() and sorted(os.listdir(tmp_path)) == ["stdout"]
 
 
 def test_a_folder_at_the_target_is_refused(tmp_path):
