@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .errors import KvcalcError
+from .errors import KvcalcError, quote
 
 
 def _kind(value: Any) -> str:
@@ -24,7 +24,7 @@ def name(value: Any, param: str, *, optional: bool = False, choices=None) -> str
     if not isinstance(value, str):
         raise KvcalcError(f"{param}: must be a name (a string), got {_kind(value)}", param=param)
     if choices is not None and value not in choices:
-        raise KvcalcError(f"{param}: {value[:60]!r} is not one of: {', '.join(choices)}", param=param)
+        raise KvcalcError(f"{param}: {quote(value)} is not one of: {', '.join(choices)}", param=param)
     return value
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from .config import ModelSpec, as_model
 from .engines import get_engine
 from .engines.base import Budget, Engine, Fit
-from .errors import KvcalcError
+from .errors import KvcalcError, quote
 from .hardware import GPU, resolve_gpu
 from .plan import MAX_RANKS, PoolPlan, plan
 from .units import GIB
@@ -44,7 +44,7 @@ class Parallel:
         for name in ("tp", "pp", "dp"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_PARALLEL:
-                raise KvcalcError(f"{name}: must be an integer from 1 to {MAX_PARALLEL}, got {v!r}", param=name)
+                raise KvcalcError(f"{name}: must be an integer from 1 to {MAX_PARALLEL}, got {quote(v)}", param=name)
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ class Capacity:
 
 def _bytes(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value > 1 << 60:
-        raise KvcalcError(f"{name}: must be a whole number of bytes from 0 to 2^60, got {value!r}", param=name)
+        raise KvcalcError(f"{name}: must be a whole number of bytes from 0 to 2^60, got {quote(value)}", param=name)
     return value
 
 
@@ -143,14 +143,14 @@ def capacity(
     parallel.check()
     if settings is not None and not isinstance(settings, eng.Settings):
         raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
-                          f"(get_engine({eng.name!r}).settings(...)), got {type(settings).__name__}", param="settings")
+                          f"(get_engine({quote(eng.name)}).settings(...)), got {type(settings).__name__}", param="settings")
     dev = resolve_gpu(gpu)
     # the engine's defaults for this GPU and model (vLLM's batch limits, SGLang's chunk), as the CLI builds them
     settings = eng.with_parallel(settings if settings is not None else eng.settings(gpu=dev, model=spec), parallel)
     settings = eng.at_context(eng.with_gpu(settings, dev), context)
     notes: list[str] = []
     if dev is None and kv_memory is None:
-        raise KvcalcError("gpu: name a GPU or give the KV pool of each GPU directly (kv_memory)", param="gpu")
+        raise KvcalcError("gpu: name a GPU, or give the KV pool of each GPU directly ({{kv_memory}})", param="gpu")
 
     stages = eng.pp_stages(len(spec.layers), parallel.pp) if parallel.pp > 1 else [range(len(spec.layers))]
     plans = _stage_plans(spec, context, precision, eng, settings, mtp, parallel)
@@ -177,7 +177,7 @@ def capacity(
         from .workload import apply
 
         lengths = _lengths(request_tokens, context)
-        args.integer(shared_prefix_tokens, "shared_prefix_tokens", 0, context)
+        args.integer(shared_prefix_tokens, "shared_prefix_tokens", 0, 1 << 40)
         fit = apply(eng, plans, pool, settings, parallel, fit, lengths, shared_prefix_tokens, context)
     fullest = max(plans, key=lambda p: p.bytes_per_block)
     return Capacity(spec, fullest, parallel, dev, budget, w_gpu, w_total, w_source, reserve, pool,
@@ -185,7 +185,9 @@ def capacity(
 
 
 def _lengths(request_tokens, context: int) -> list[int]:
-    """The requests' lengths: one token count, or a sequence of them (a distribution); default the context."""
+    """The requests' lengths: one token count, or a sequence of them (a distribution; a
+    :class:`kvcalc.workload.Lengths` read from a file keeps each one's line); default the context. A length
+    longer than the context is refused by :func:`kvcalc.workload.apply`, naming it."""
     from . import args
 
     if request_tokens is None:
@@ -193,8 +195,11 @@ def _lengths(request_tokens, context: int) -> list[int]:
     if isinstance(request_tokens, (list, tuple)):
         if not request_tokens or len(request_tokens) > 1_000_000:
             raise KvcalcError("request_tokens: give 1 to 1,000,000 lengths", param="request_tokens")
-        return [args.integer(t, "request_tokens", 1, context) for t in request_tokens]
-    return [args.integer(request_tokens, "request_tokens", 1, context)]
+        from .workload import where
+
+        checked = [args.integer(t, where(request_tokens, i)[0], 1, 1 << 40) for i, t in enumerate(request_tokens)]
+        return request_tokens if hasattr(request_tokens, "where") else checked  # a file's lengths keep their lines
+    return [args.integer(request_tokens, "request_tokens", 1, 1 << 40)]
 
 
 def _stage_plans(spec, context, precision, engine, settings, mtp, par: Parallel) -> list[PoolPlan]:
@@ -226,7 +231,7 @@ def _weights_per_gpu(spec: ModelSpec, par: Parallel, stages, override: int | Non
 def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capacity | None]:
     """The longest max_model_len (<= limit) at which ``concurrency`` requests fit, and the capacity there."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise KvcalcError(f"concurrency: must be a positive integer, got {concurrency!r}", param="concurrency")
+        raise KvcalcError(f"concurrency: must be a positive integer, got {quote(concurrency)}", param="concurrency")
     probe = capacity(context=1, **cap_args)  # the pool, where it does not depend on the context (checked below)
     pool = probe.kv_pool_bytes_per_gpu
     spec = probe.model

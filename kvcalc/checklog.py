@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .config import as_model, config_names, load_model
 from .engines import engines, get_engine
 from .engines.logs import Row
-from .errors import KvcalcError
+from .errors import KvcalcError, quote
 from .plan import plan
 
 
@@ -79,7 +79,7 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
     spec = as_model(model) if model is not None else _model_for(reader.model_id(facts))
     missing = []  # everything the plan needs that the log does not give, asked for at once
     if spec is None:
-        missing.append(f"the model: the log's {reader.model_id(facts) or '(not logged)'!r} matches no kvcalc config "
+        missing.append(f"the model: the log's {quote(reader.model_id(facts) or '(not logged)')} matches no kvcalc config "
                        "by its Hugging Face id ({{model_option}} NAME)")
     context = reader.context(facts) or (spec.max_context if reader.context_defaults_to_model and spec else None)
     if not context:
@@ -90,7 +90,7 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
         prec = eng.default_precision(spec, eng.settings()) or prec
     if prec is None and (spec is not None or reader.kv_dtype(facts) is None):
         of = f" to no precision of {spec.name} ({', '.join(spec.precisions)})" if spec is not None else ""
-        missing.append(f"the precision: the log's kv_cache_dtype {reader.kv_dtype(facts) or '(not logged)'!r} maps"
+        missing.append(f"the precision: the log's kv_cache_dtype {quote(reader.kv_dtype(facts) or '(not logged)')} maps"
                        f"{of or ' to no precision'} ({{{{precision}}}} P)")
     if missing:
         first = {"model": "model", "context": "file", "precision": "precision"}[missing[0].split(":")[0][4:]]

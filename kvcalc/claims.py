@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import KvcalcError
+from .errors import KvcalcError, quote
 from .estimate import estimate
 from .config import load_model
 from .formats import get_format
@@ -105,19 +105,19 @@ class _Evaluator:
     def name(self, a: dict, key: str, op: str) -> str:
         value = a[key]
         if not isinstance(value, str) or not value:
-            raise self.err(f"compute.{op}.{key}: must be a name (a string), got {value!r}")
+            raise self.err(f"compute.{op}.{key}: must be a name (a string), got {quote(value)}")
         return value
 
     def integer(self, a: dict, key: str, op: str, default: int | None = None) -> int:
         value = a.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.err(f"compute.{op}.{key}: must be an integer, got {value!r}")
+            raise self.err(f"compute.{op}.{key}: must be an integer, got {quote(value)}")
         return value
 
     def tokens(self, a: dict, op: str) -> int:
         value = a["context"]
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise self.err(f"compute.{op}.context: must be a token count such as 1M or 131072, got {value!r}")
+            raise self.err(f"compute.{op}.context: must be a token count such as 1M or 131072, got {quote(value)}")
         return parse_tokens(str(value), f"{self.where}: compute.{op}.context")
 
     def model(self, a: dict, op: str):
@@ -146,7 +146,7 @@ class _Evaluator:
             a = self.args(spec, op, {"model", "context", "precision", "basis"}, {"mtp"})
             mtp = a.get("mtp", False)
             if not isinstance(mtp, bool):
-                raise self.err(f"compute.sequence.mtp: must be true or false, got {mtp!r}")
+                raise self.err(f"compute.sequence.mtp: must be true or false, got {quote(mtp)}")
             return float(self.estimate(a, op, [self.tokens(a, op)], mtp).per_sequence[0])
         if op in ("layer", "per_token_layer"):
             req = {"model", "kind", "precision", "basis"} | ({"context"} if op == "layer" else set())
@@ -156,7 +156,7 @@ class _Evaluator:
             e = self.estimate(a, op, contexts)
             layer = next((lay for lay in e.layers if lay.kind == kind), None)
             if layer is None:
-                raise self.err(f"compute.{op}.kind: model {a['model']} has no layer of kind {kind!r}")
+                raise self.err(f"compute.{op}.kind: model {a['model']} has no layer of kind {quote(kind)}")
             if op == "layer":
                 return float(layer.bytes[0])
             return float(layer.bytes[1] - layer.bytes[0]) / (_SLOPE_TO - _SLOPE_FROM)
@@ -165,7 +165,7 @@ class _Evaluator:
             model = self.model(a, op)
             comp = model.components.get(self.name(a, "component", op))
             if comp is None:
-                raise self.err(f"compute.entries.component: model {a['model']} has no component {a['component']!r}")
+                raise self.err(f"compute.entries.component: model {a['model']} has no component {quote(a['component'])}")
             return float(comp.entries(Ints([self.tokens(a, op)]))[0])
         if op == "entry_bytes":
             a = self.args(spec, op, {"format", "dim"}, {"rope_dim"})
@@ -177,7 +177,7 @@ class _Evaluator:
             model = self.model(a, op)
             kind = self.name(a, "kind", op)
             if kind not in model.layer_kinds:
-                raise self.err(f"compute.layers.kind: model {a['model']} has no layer kind {kind!r}")
+                raise self.err(f"compute.layers.kind: model {a['model']} has no layer kind {quote(kind)}")
             return float(model.layers.count(kind))
         if op == "decode_read":
             from .decode import decode
@@ -195,7 +195,7 @@ class _Evaluator:
                 raise self.err("compute.ratio: the denominator is zero")
             return self(a["num"]) / den
         raise self.err(
-            f"compute: unknown operation {op!r}; one of: sequence, layer, per_token_layer, entries, entry_bytes, layers, "
+            f"compute: unknown operation {quote(op)}; one of: sequence, layer, per_token_layer, entries, entry_bytes, layers, "
             "decode_read, ratio"
         )
 
@@ -214,13 +214,13 @@ def _check_one(raw: Any, index: int, path: str, sources: dict) -> ClaimResult:
             raise KvcalcError(f"{where}.{key}: missing required key")
     unit = str(raw["unit"])
     if unit not in UNITS:
-        raise KvcalcError(f"{where}.unit: unknown unit {unit!r}; one of: {', '.join(sorted(UNITS))}")
+        raise KvcalcError(f"{where}.unit: unknown unit {quote(unit)}; one of: {', '.join(sorted(UNITS))}")
     published = raw["published"]
     if not _finite(published):
         raise KvcalcError(f"{where}.published: must be a finite number below 1e300, got {_short(published)}")
     for key in ("claim", "quote", "basis"):
         if key in raw and not isinstance(raw[key], str):
-            raise KvcalcError(f"{where}.{key}: must be text, got {raw[key]!r}")
+            raise KvcalcError(f"{where}.{key}: must be text, got {quote(raw[key])}")
     tol = raw["tolerance"]
     if not isinstance(tol, dict) or len(tol) != 1 or not set(tol) <= {"abs", "rel"}:
         raise KvcalcError(f"{where}.tolerance: must be {{abs: N}} or {{rel: r}}")
@@ -228,7 +228,7 @@ def _check_one(raw: Any, index: int, path: str, sources: dict) -> ClaimResult:
     if not _finite(tval) or tval < 0:
         raise KvcalcError(f"{where}.tolerance.{tkind}: must be a finite non-negative number below 1e300")
     if not isinstance(raw["source"], str) or raw["source"] not in sources:
-        raise KvcalcError(f"{where}.source: {raw['source']!r} is not listed under sources")
+        raise KvcalcError(f"{where}.source: {quote(raw['source'])} is not listed under sources")
 
     comparable = raw.get("comparable", True)
     if not isinstance(comparable, bool):
@@ -261,5 +261,5 @@ def check(path: str | Path | None = None) -> list[ClaimResult]:
     ids = [r.id for r in results]
     dup = next((i for i in ids if ids.count(i) > 1), None)
     if dup:
-        raise KvcalcError(f"{path}: claim id {dup!r} appears twice")
+        raise KvcalcError(f"{path}: claim id {quote(dup)} appears twice")
     return results

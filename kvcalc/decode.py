@@ -153,6 +153,21 @@ class StepFloor:
     append_bytes: int  # batch x one entry per per-token component: left out of the floor (see basis)
     weights_source: str
     tp: int = 1  # every byte figure is one rank's; the ranks read in parallel
+    memory_bytes: int = 0  # the GPU's memory
+    held_bytes: int = 0  # what one GPU must hold for the step: its weights and its batch's caches, exact
+    #: why the step cannot run on these GPUs, with the tp that would hold it (parameters as {{name}}: the command
+    #: line shows its flags); None where it fits
+    does_not_fit_template: str | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.does_not_fit_template is None
+
+    @property
+    def does_not_fit(self) -> str | None:
+        from .errors import with_names
+
+        return None if self.fits else with_names(self.does_not_fit_template)
 
     @property
     def expert_read_bytes(self) -> int:
@@ -188,7 +203,8 @@ class StepFloor:
                 "cache_read_bytes": self.cache_read_bytes, "state_write_bytes": self.state_write_bytes,
                 "append_bytes_left_out": self.append_bytes, "step_bytes": self.step_bytes,
                 "step_seconds_floor": self.step_seconds, "tokens_per_second_ceiling": self.tokens_per_second,
-                "weights_source": self.weights_source, "assumption": ROUTING_ASSUMPTION, "basis": FLOOR_BASIS}
+                "weights_source": self.weights_source, "memory_bytes": self.memory_bytes, "held_bytes": self.held_bytes,
+                "fits": self.fits, "assumption": ROUTING_ASSUMPTION, "basis": FLOOR_BASIS}
 
 
 ROUTING_ASSUMPTION = ("each token of each MoE layer goes to k of E routed experts uniformly and independently of the "
@@ -236,9 +252,45 @@ def step_floor(d: Decode, spec, gpu, *, weights_bytes: int | None = None) -> Ste
     if dense + expert + d.read_bytes_per_token == 0:
         raise KvcalcError("weights: a step that reads no byte has no bandwidth floor (give the weights)",
                           param="weights")
+    held = _held_per_gpu(d, dense, expert, tp)
     return StepFloor(gpu.key, gpu.name, gpu.bandwidth_bytes_per_s, gpu.bandwidth_source, B, -(-dense // tp),
                      -(-expert // tp), experts, per_token, share, d.read_bytes_per_token * B,
-                     d.state_write_bytes * B, append * B, source, tp)
+                     d.state_write_bytes * B, append * B, source, tp, gpu.memory_bytes, held,
+                     None if held <= gpu.memory_bytes else _does_not_fit(d, spec, gpu, dense, expert))
+
+
+#: the tensor-parallel sizes a suggestion tries (a floor for a step no GPU can hold is not an answer)
+_SUGGEST_TP = (2, 4, 8, 16, 32, 64)
+
+
+def _held_per_gpu(d: Decode, dense: int, expert: int, tp: int) -> int:
+    """What one rank must hold for the step: its share of the weights and its batch's caches (exact bytes, no
+    engine's pool or activations: a lower bound on what an engine needs)."""
+    return -(-dense // tp) + -(-expert // tp) + d.stored_bytes * d.batch
+
+
+def _does_not_fit(d: Decode, spec, gpu, dense: int, expert: int) -> str:
+    """Why a step whose weights and caches cannot sit in the GPUs given has no floor worth printing (capacity
+    refuses the same set-up), naming the smallest tensor-parallel size that holds them."""
+    from .engines.base import check_kv_heads_split
+    from .errors import KvcalcError
+    from .units import format_bytes
+
+    where = "one" if d.tp == 1 else f"each of {d.tp} (tp {d.tp})"
+    text = (f"gpu: {spec.name}'s step does not fit on {where} {gpu.name} ({format_bytes(gpu.memory_bytes)}): "
+            f"{format_bytes(-(-(dense + expert) // d.tp))} of weights and {format_bytes(d.stored_bytes * d.batch)} "
+            f"of cache a GPU; a bandwidth floor for it would be no answer")
+    for tp in (t for t in _SUGGEST_TP if t > d.tp):
+        try:
+            check_kv_heads_split(spec, tp)
+        except KvcalcError:
+            continue
+        wider = decode(spec, d.context_tokens, precision=d.precision, batch=d.batch, tp=tp)
+        need = _held_per_gpu(wider, dense, expert, tp)
+        if need <= gpu.memory_bytes:
+            return (f"{text}; {{{{tp}}}} {tp} ({tp} GPUs) holds {format_bytes(need)} a GPU (before the engine's own "
+                    "reserve: `kvcalc capacity` plans it)")
+    return f"{text}, nor at {{{{tp}}}} {_SUGGEST_TP[-1]}"
 
 
 def decode(model, context: int, *, precision: str | None = None, batch: int = 1, tp: int = 1) -> Decode:

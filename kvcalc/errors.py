@@ -37,3 +37,24 @@ class KvcalcError(Exception):
         if self.param in names and text.startswith(f"{self.param}:"):
             return names[self.param] + text[len(self.param):]
         return text
+
+
+#: how much of a value an error message quotes: enough to recognise it, never a file's worth
+QUOTE_LIMIT = 60
+
+
+def quote(value, limit: int = QUOTE_LIMIT) -> str:
+    """A value for an error message, bounded: ``'128kk'`` as ``repr`` gives it when short, else its first
+    ``limit`` characters and its length: ``'xxxx…' (100,000 characters)``. Every message that echoes what a
+    user gave (a flag's value, a file's line, a name, a path) quotes it through here, so no input, however
+    long, makes a long error."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit and (not isinstance(value, str) or len(repr(text)) <= limit + 2):
+        return repr(text) if isinstance(value, str) else text
+    n = min(len(text), limit)
+    shown = repr(text[:n]) if isinstance(value, str) else text[:n]
+    while n > 1 and len(shown) > limit + 2:  # escapes ('\x00' is four characters) count against the limit too
+        n = n * (limit + 2) // len(shown) if len(shown) > 2 * limit else n - 1
+        shown = repr(text[:n]) if isinstance(value, str) else text[:n]
+    head = f"{shown[:-1]}…{shown[-1]}" if isinstance(value, str) else f"{shown}…"
+    return f"{head} ({len(text):,} characters)"

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Literal, Sequence, Union
 
 from .config import ModelSpec, as_model
-from .errors import KvcalcError
+from .errors import KvcalcError, quote
 from .specs import RecurrentState
-from .units import MAX_TOKENS, format_tokens
+from .units import MAX_TOKENS, tokens_text
 from .vec import Ints, is_array, zeros_like
 
 if TYPE_CHECKING:
@@ -243,15 +243,15 @@ def _check(spec, numpy, basis: str, batch, mtp: bool) -> None:
     from . import args
 
     if not isinstance(numpy, bool):
-        raise KvcalcError(f"numpy: must be True or False, got {numpy!r}"[:200], param="numpy")
+        raise KvcalcError(f"numpy: must be True or False, got {quote(numpy)}"[:200], param="numpy")
     args.name(basis, "basis")
     args.flag(mtp, "mtp")
     if basis not in BASES:
-        raise KvcalcError(f"basis: unknown basis {basis!r}; choose one of: {', '.join(BASES)}", param="basis")
+        raise KvcalcError(f"basis: unknown basis {quote(basis)}; choose one of: {', '.join(BASES)}", param="basis")
     np = sys.modules.get("numpy")
     if isinstance(batch, bool) or not isinstance(batch, (int, *((np.integer,) if np else ()))) or \
             not 1 <= batch <= MAX_BATCH:
-        raise KvcalcError(f"batch: must be an integer from 1 to {MAX_BATCH:,}, got {batch!r}", param="batch")
+        raise KvcalcError(f"batch: must be an integer from 1 to {MAX_BATCH:,}, got {quote(batch)}", param="batch")
     if mtp and basis != "complete":
         raise KvcalcError("mtp: the article basis leaves the MTP layer out by definition; use the complete basis",
                           param="mtp")
@@ -287,19 +287,18 @@ def _kind_components(spec: ModelSpec, kind: str, prec, basis: str, contexts) -> 
     return tuple(comps), bound
 
 
-def _context_warning(spec: ModelSpec, contexts) -> str | None:
+def context_warning(spec: ModelSpec, contexts) -> str | None:
     """One line per estimate, however many contexts it covers (vectorised, no per-context scan)."""
     if spec.max_context is None:
         return None
     over = contexts[contexts > spec.max_context]
     if not over.size:
         return None
-    limit = f"the model's max_context {spec.max_context:,} ({format_tokens(spec.max_context)}); computed anyway"
+    limit = f"the model's max_context {tokens_text(spec.max_context)}; computed anyway"
     if over.size == 1:
-        ctx = int(over[0])
-        return f"{spec.name}: context {ctx:,} ({format_tokens(ctx)}) exceeds {limit}"
+        return f"{spec.name}: context {tokens_text(int(over[0]))} exceeds {limit}"
     lo, hi = int(over.min()), int(over.max())
-    return f"{spec.name}: {over.size:,} contexts ({format_tokens(lo)} to {format_tokens(hi)}) exceed {limit}"
+    return f"{spec.name}: {over.size:,} contexts, from {tokens_text(lo)} to {tokens_text(hi)}, exceed {limit}"
 
 
 def estimate(
@@ -345,4 +344,4 @@ def estimate(
         )
     per_seq = sum((layer.bytes for layer in layers), zeros_like(contexts))
     return Estimate(model=spec, precision=prec.name, basis=basis, mtp=mtp, batch=int(batch), contexts=contexts,
-                    layers=tuple(layers), per_sequence=per_seq, context_warning=_context_warning(spec, contexts))
+                    layers=tuple(layers), per_sequence=per_seq, context_warning=context_warning(spec, contexts))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import KvcalcError
+from .errors import KvcalcError, quote
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -310,5 +310,5 @@ def get_format(name: str, where: str = "format") -> StorageFormat:
         return FORMATS[name]
     except KeyError:
         raise KvcalcError(
-            f"{where}: unknown storage format {name!r}; known: {', '.join(sorted(FORMATS))}"
+            f"{where}: unknown storage format {quote(name)}; known: {', '.join(sorted(FORMATS))}"
         ) from None

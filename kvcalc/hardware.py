@@ -6,12 +6,13 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from .errors import KvcalcError
+from .errors import KvcalcError, quote
 from .paths import gpus_file
 from .yamlio import load_yaml
 
-#: short names people type
-ALIASES = {"h100": "h100-sxm", "a100": "a100-80gb", "gh200": "h200"}
+#: short names people type -> the card they are read as, and the others the short name could mean (said each
+#: time an alias is used: a short name is a choice kvcalc made, not the user)
+ALIASES = {"h100": ("h100-sxm", ("h100-pcie", "h100-nvl")), "a100": ("a100-80gb", ("a100-40gb",))}
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def arch_major(arch: str | None) -> int | None:
         return 9
     m = _ARCH.match(arch) if isinstance(arch, str) else None
     if m is None:
-        raise KvcalcError(f"arch: expected a GPU architecture such as sm90 or gfx942, got {arch!r}"[:200], param="arch")
+        raise KvcalcError(f"arch: expected a GPU architecture such as sm90 or gfx942, got {quote(arch)}"[:200], param="arch")
     return int(m.group(1)) // 10 if m.group(1) else None
 
 
@@ -55,21 +56,33 @@ def catalogue() -> dict[str, GPU]:
     return _CATALOGUE
 
 
+def alias_note(name: str) -> str | None:
+    """What a short name was read as, and how to name the others ('a100 is read as a100-80gb ...'); None for
+    a full name."""
+    key = str(name).strip().lower()
+    if key not in ALIASES:
+        return None
+    full, others = ALIASES[key]
+    gpus = catalogue()
+    return (f"{{{{gpu}}}} {key} is read as {full} ({gpus[full].name}); {' and '.join(others)} "
+            f"name{'s' if len(others) == 1 else ''} the other{'' if len(others) == 1 else 's'}")
+
+
 def resolve_gpu(gpu) -> "GPU | None":
     """A catalogue GPU from its name, a GPU as given, None for none named; anything else is refused."""
     if gpu is None or isinstance(gpu, GPU):
         return gpu
     if not isinstance(gpu, str):
-        raise KvcalcError(f"gpu: expected a GPU name from the catalogue, got {gpu!r}"[:200], param="gpu")
+        raise KvcalcError(f"gpu: expected a GPU name from the catalogue, got {quote(gpu)}"[:200], param="gpu")
     return get_gpu(gpu)
 
 
 def get_gpu(name: str) -> GPU:
     gpus = catalogue()
     key = str(name).strip().lower()
-    key = ALIASES.get(key, key)
+    key = ALIASES[key][0] if key in ALIASES else key
     if key not in gpus:
         close = difflib.get_close_matches(key, list(gpus), n=3, cutoff=0.4)
         hint = f"; closest: {', '.join(close)}" if close else ""
-        raise KvcalcError(f"gpu: unknown accelerator {str(name)[:80]!r}{hint} (`kvcalc gpus` lists all)", param="gpu")
+        raise KvcalcError(f"gpu: unknown accelerator {quote(str(name))}{hint} (`kvcalc gpus` lists all)", param="gpu")
     return gpus[key]

@@ -11,7 +11,7 @@ from typing import Any
 from .config import ModelSpec, as_model
 from .engines import get_engine
 from .engines.base import PlanJob
-from .errors import KvcalcError
+from .errors import KvcalcError, quote
 from .estimate import estimate
 from .pool import GroupKind, Layout, PlanGroup, PlanPage, PlanTensor, PoolPlan
 from .specs import FullAttention, RecurrentState
@@ -70,17 +70,17 @@ def plan(
     args.flag(mtp, "mtp")
     args.integer(stage, "stage", 0, MAX_RANKS, optional=True)
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:
-        raise KvcalcError(f"context: must be a positive integer, got {context!r}", param="context")
+        raise KvcalcError(f"context: must be a positive integer, got {quote(context)}", param="context")
     settings = settings if settings is not None else eng.settings()
     if not isinstance(settings, eng.Settings):
         module = type(settings).__module__.split(".")
         what = f"{module[-2]} ones" if len(module) > 2 and module[0] == "kvcalc" else type(settings).__name__
         raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
-                          f"(get_engine({eng.name!r}).settings(...)), got {what}", param="settings")
+                          f"(get_engine({quote(eng.name)}).settings(...)), got {what}", param="settings")
     eng.check_context(spec, context, settings)
     prec = spec.precision(precision if precision is not None else eng.default_precision(spec, settings))
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_RANKS:
-        raise KvcalcError(f"tp: must be an integer from 1 to {MAX_RANKS}, got {tp!r}"[:200], param="tp")
+        raise KvcalcError(f"tp: must be an integer from 1 to {MAX_RANKS}, got {quote(tp)}"[:200], param="tp")
     eng.check_tp(spec, tp)
     n_layers = len(spec.layers) + (len(spec.mtp_layers) if mtp else 0)
     stage_layers = set(range(n_layers))
@@ -99,5 +99,13 @@ def plan(
         return {k: v for k, v in by_member.items() if k[0] in stage_layers}
 
     job = PlanJob(spec, prec, context, settings, mtp, tp, frozenset(stage_layers), analytic_at(context), analytic_at,
-                  precision)
-    return eng.plan(job)
+                  None if precision is None else prec.name)  # as asked, in the model's own spelling (FP8 is fp8)
+    planned = eng.plan(job)
+    if precision is None and prec.name != spec.default_precision:  # the engine's auto, not the config's default
+        from dataclasses import replace
+
+        planned = replace(planned, notes=(
+            f"precision {prec.name}: {eng.title}'s kv-cache dtype auto stores {spec.name} in {prec.name}, not the "
+            f"config's default {spec.default_precision} ({{{{precision}}}} {spec.default_precision} plans that)",
+        ) + planned.notes)
+    return planned

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
-from .errors import KvcalcError
+from .errors import KvcalcError, quote
 from .formats import StorageFormat, get_format
 from .vec import as_vector, minimum, zeros_like
 
@@ -307,7 +307,7 @@ class CompressorState(FixedState):
         """This state with its shape derived from ``target``; a different stated shape is an error."""
         if not isinstance(target, (CompressedMLA, IndexerCache)) or getattr(target, "ratio", 1) < 2:
             raise KvcalcError(
-                f"{where}.compresses: {self.compresses!r} is not a compressed cache (compressed_mla, or an "
+                f"{where}.compresses: {quote(self.compresses)} is not a compressed cache (compressed_mla, or an "
                 "indexer with ratio >= 2)"
             )
         derived = self.shape_for(target)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from .errors import KvcalcError
+from .errors import KvcalcError, quote, with_names
 from .paths import DATA
 from .yamlio import load_yaml
 
@@ -144,7 +144,7 @@ class Transfer:
                 "transfer_seconds": self.transfer_seconds,
                 "links": [{"key": k.key, "bytes_per_s": k.bytes_per_s, "seconds": self.seconds_over(k)}
                           for k in links().values()],
-                "notes": list(self.plan.notes), "basis": BASIS}
+                "notes": [with_names(n) for n in self.plan.notes], "basis": BASIS}
 
 
 BASIS = ("one request's cache as the engine's connector moves it after prefill: whole blocks or pages, padding "
@@ -170,7 +170,7 @@ def get_link(name: str) -> Link:
     if key not in known:
         close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.4)
         hint = f"; closest: {', '.join(close)}" if close else f"; known: {', '.join(known)}"
-        raise KvcalcError(f"link: unknown link {str(name)[:80]!r}{hint}", param="link")
+        raise KvcalcError(f"link: unknown link {quote(str(name))}{hint}", param="link")
     return known[key]
 
 
@@ -178,7 +178,7 @@ def bandwidth_link(gbps) -> Link:
     """A link of ``gbps`` decimal GB/s per direction (``--bandwidth``)."""
     if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not (MIN_GBPS <= gbps <= MAX_GBPS):
         raise KvcalcError(f"bandwidth: must be a number of GB/s from {MIN_GBPS:g} (1 kB/s) to {MAX_GBPS:,}, got "
-                          f"{gbps!r}"[:200], param="bandwidth")
+                          f"{quote(gbps)}"[:200], param="bandwidth")
     return Link("given", f"{gbps:g} GB/s", round(gbps * 1e9), f"{gbps:g} GB/s", "given by the caller")
 
 

@@ -27,11 +27,35 @@ class Cost:
     limits: dict  # other per-replica caps the engine keeps (max_running_requests, the SWA pool): name -> requests
 
 
-def read_lengths(text: str, source: str) -> list[int]:
+class Lengths(tuple):
+    """Request lengths read from a file: a tuple of token counts that remembers the file and line of each, so a
+    length the plan refuses is named where the user wrote it (``lengths.txt:7``), not by a parameter."""
+
+    source: str
+    line_numbers: tuple[int, ...]
+
+    def __new__(cls, values, source: str, line_numbers):
+        self = super().__new__(cls, values)
+        self.source, self.line_numbers = source, tuple(line_numbers)
+        return self
+
+    def where(self, i: int) -> str:
+        return f"{self.source}:{self.line_numbers[i]}"
+
+
+def where(lengths, i: int, param: str = "request_tokens") -> tuple[str, str | None]:
+    """How an error names length ``i``: its file and line where it came from a file (no parameter), else the
+    parameter (``request_tokens``, which the command line shows as its flag)."""
+    if isinstance(lengths, Lengths):
+        return lengths.where(i), None
+    return param, param
+
+
+def read_lengths(text: str, source: str) -> Lengths:
     """Request lengths, one a line (blank lines and # comments skipped); each a token count."""
     from .units import parse_tokens
 
-    out = []
+    out, lines = [], []
     for no, line in enumerate(text.splitlines(), 1):
         item = line.split("#", 1)[0].strip()
         if not item:
@@ -39,20 +63,22 @@ def read_lengths(text: str, source: str) -> list[int]:
         if len(out) >= MAX_LENGTHS:
             raise KvcalcError(f"{source}: more than {MAX_LENGTHS:,} lengths; sample the distribution")
         out.append(parse_tokens(item, f"{source}:{no}"))
+        lines.append(no)
     if not out:
         raise KvcalcError(f"{source}: no request lengths (one token count a line)")
-    return out
+    return Lengths(out, source, lines)
 
 
 def apply(eng, plans, pool: int, settings, parallel, fit, lengths: list[int], shared: int, context: int):
     """The Fit with ``requests_per_replica`` for this workload, its lines and its JSON."""
-    for t in lengths:
+    for i, t in enumerate(lengths):
         if t > context:
-            raise KvcalcError(f"request_tokens: {t:,} is more than the context {context:,} (max_model_len caps a "
-                              "request)", param="request_tokens")
+            name, param = where(lengths, i)
+            raise KvcalcError(f"{name}: a request of {t:,} tokens is longer than the context, {context:,} "
+                              "({{context}}: max_model_len caps a request)", param=param)
     if shared < 0 or shared > min(lengths):
-        raise KvcalcError(f"shared_prefix_tokens: {shared:,} must be from 0 to the shortest request "
-                          f"({min(lengths):,})", param="shared_prefix_tokens")
+        raise KvcalcError(f"shared_prefix_tokens: a prefix of {shared:,} tokens is longer than the shortest request "
+                          f"({min(lengths):,} tokens); it must be from 0 to that", param="shared_prefix_tokens")
     best = None
     for p in plans:
         costs = [eng.workload_cost(p, pool, settings, fit, t, shared) for t in lengths]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import KvcalcError
+from .errors import KvcalcError, quote
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_YAML_BYTES = 16 << 20
@@ -26,7 +26,7 @@ def _construct_mapping(loader, node, deep=False):
             )
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
+                None, None, f"duplicate key {quote(key)}", key_node.start_mark
             )
         seen.add(key)
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
@@ -103,7 +103,7 @@ def load_yaml(path: Path):
     except FileNotFoundError:
         raise KvcalcError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise KvcalcError(f"{str(path)[:200]!r}: cannot read: {exc}") from None
+        raise KvcalcError(f"{quote(str(path))}: cannot read: {exc}") from None
     try:
         loader = _StrictLoader(text)
         try:

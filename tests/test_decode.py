@@ -92,6 +92,8 @@ def test_moe_reads_the_experts_a_batch_selects():
     experts = -(-653_894_418_432 * 16388 // 16384)
     assert one.expert_weight_bytes == experts and one.expert_read_bytes == round(experts / 32)
     assert one.dense_weight_bytes == -(-17_105_581_568 * 16388 // 16384)
+    # 625 GiB of weights on one 140.40 GiB H200: the floor is computed, and says the step cannot run there
+    assert not one.fits and "does not fit on one NVIDIA H200" in one.does_not_fit and "tp 8 (8 GPUs)" in one.does_not_fit
     # V4-Pro at 64 sequences: an expert is idle with probability (1 - 6/384)^64 = 0.36499..., so 63.5% of the
     # routed experts (243.8 of 384 a layer) are read
     f = _floor("deepseek-v4-pro", 1 << 20, "h200", precision="fp8", batch=64)
@@ -122,8 +124,22 @@ def test_decode_gpu_cli(cli):
     assert r.code == 2 and "--gpu" in r.err
     r = cli("decode", "llama-3.1-8b", "--gpu", "h900")
     assert r.code == 2 and "h900" in r.err
-    r = cli("decode", "deepseek-v4-flash", "-p", "fp8", "--gpu", "b200", "-b", "32")
+    r = cli("decode", "deepseek-v4-flash", "-p", "fp8", "--gpu", "b200", "-b", "32", "--tp", "4")
     assert r.code == 0 and "tokens/s" in r.out and "of 256 experts" in r.out and "uniform" in r.out
+
+
+def test_decode_refuses_a_step_the_gpus_cannot_hold(cli):
+    # V4-Pro: 845.79 GiB of weights (the config's) on one 140.40 GiB H200 cannot run; capacity refuses the same
+    # set-up. At tp 8 a GPU holds 845.79 / 8 = 105.72 GiB of weights + 9.64 GiB of bf16 cache (the MLA-style
+    # cache is whole on every rank) = 115.37 GiB: the smallest tp that fits
+    r = cli("decode", "deepseek-v4-pro", "-c", "1M", "--gpu", "h200")
+    assert r.code == 2 and r.err.count("\n") == 1 and r.err.startswith("kvcalc: error: --gpu: ")
+    assert "845.79 GiB of weights" in r.err and "--tp 8 (8 GPUs) holds 115.37 GiB a GPU" in r.err
+    r = cli("decode", "deepseek-v4-pro", "-c", "1M", "--gpu", "h200", "--tp", "8", "--json")
+    assert r.code == 0 and r.json()["step"]["fits"] is True
+    # Llama-3.1-70B in bf16 on an RTX 4090 (23.99 GiB): 131.42 GiB of weights; 8 ranks hold 16.43 + 0.31 GiB
+    r = cli("decode", "llama-3.1-70b", "-c", "8k", "--gpu", "rtx-4090")
+    assert r.code == 2 and "--tp 8 (8 GPUs) holds 16.74 GiB a GPU" in r.err
 
 
 def test_routing_is_checked(tmp_path):

@@ -12,8 +12,8 @@ from typing import Optional
 
 import typer
 
-from ..engines import engine_names, engine_options, engine_summary, engines, get_engine
-from ..errors import KvcalcError
+from ..engines import engine_names, engine_options, engine_summary, engine_title, engines, get_engine
+from ..errors import KvcalcError, quote
 from ..textout import write as write_out  # a closed pipe stops quietly (textout.PipeClosed)
 
 _APP_SETTINGS = dict(
@@ -29,16 +29,44 @@ app = typer.Typer(**_APP_SETTINGS)
 
 
 class _Command(typer.core.TyperCommand):
-    """typer 0.28 writes a required argument as `{MODEL}` in the usage line; kvcalc's usage lines name it
-    plainly (`kvcalc compare [OPTIONS] A B`), optional ones in brackets as usual. Through click's public
-    ``collect_usage_pieces`` and typer's documented ``cls=``."""
+    """kvcalc's help and usage, through click's public formatting hooks and typer's documented ``cls=``:
+
+    * typer 0.28 writes a required argument as `{MODEL}` in the usage line; kvcalc's usage lines name it
+      plainly (`kvcalc compare [OPTIONS] A B`), optional ones in brackets as usual;
+    * options are listed in sections by their help panel (typer's ``rich_help_panel``, kept by typer on every
+      option whether rich renders the help or not): the command's own first, then each engine's;
+    * the help ends with the command's examples (:mod:`kvcalc.cli.examples`), verbatim."""
+
+    examples: tuple[str, ...] = ()
 
     def collect_usage_pieces(self, ctx):
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
 
+    def format_options(self, ctx, formatter) -> None:
+        sections: dict[str, list] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                default = "Arguments" if param.param_type_name == "argument" else "Options"
+                sections.setdefault(getattr(param, "rich_help_panel", None) or default, []).append(record)
+        for name, rows in sections.items():
+            with formatter.section(name):
+                formatter.write_dl(rows)
 
-def command(*args, **kwargs):
-    return app.command(*args, cls=_Command, **kwargs)
+    def format_epilog(self, ctx, formatter) -> None:
+        super().format_epilog(ctx, formatter)
+        if self.examples:
+            formatter.write_paragraph()
+            formatter.write("Examples:\n")
+            for line in self.examples:
+                formatter.write(f"  {line}\n")
+
+
+def command(name: str, *args, **kwargs):
+    from .examples import EXAMPLES
+
+    cls = type(f"_{name.replace('-', '_')}_command", (_Command,), {"examples": EXAMPLES.get(name, ())})
+    return app.command(name, *args, cls=cls, **kwargs)
 
 
 def _version(value: bool) -> None:
@@ -78,8 +106,8 @@ def model_arg():
     return typer.Argument(None, metavar="MODEL", show_default=False)
 
 
-def hf_option():
-    return typer.Option(None, "--hf", help=HF_HELP)
+def hf_option(panel: str | None = None):
+    return typer.Option(None, "--hf", help=HF_HELP, rich_help_panel=panel)
 
 
 def json_option(help: str = "Print JSON."):
@@ -90,8 +118,9 @@ def basis_option():
     return typer.Option("complete", "--basis", help=BASIS_HELP)
 
 
-def engine_option(default: str, help: str = ""):
-    return typer.Option(default, "--engine", help=help or f"One of {', '.join(engine_names())} ({ENGINE_HELP}).")
+def engine_option(default: str, help: str = "", panel: str | None = None):
+    return typer.Option(default, "--engine", help=help or f"One of {', '.join(engine_names())} ({ENGINE_HELP}).",
+                        rich_help_panel=panel)
 
 
 def print_json(obj) -> None:
@@ -103,6 +132,23 @@ def warn(lines) -> None:
         print(f"kvcalc: warning: {line}", file=sys.stderr)
 
 
+def gpu_named(name: str):
+    """The catalogue GPU ``--gpu`` names; a short name (a100, h100) is read as one card, and a warning says
+    which."""
+    from ..errors import with_names
+    from ..hardware import alias_note, get_gpu
+
+    dev = get_gpu(name)
+    note = alias_note(name)
+    if note:
+        _AFTER.append(with_names(note, _flags()))
+    return dev
+
+
+#: warnings said once the command has succeeded (a refusal stays one line)
+_AFTER: list[str] = []
+
+
 def console():
     from ..textout import Console
 
@@ -110,20 +156,28 @@ def console():
 
 
 # ---- engine options ------------------------------------------------------------------------------------------
+
 def _engine_params(command_name: str) -> list[tuple[str, object, inspect.Parameter]]:
     """(settings name, the declaring option, a typer parameter) for every engine option this command takes,
     one per flag."""
+    owners: dict[str, list[str]] = {}  # a flag -> the engines that declare it, for its help section
+    for name in engine_names():
+        for opt in engine_options(name):
+            if command_name in opt.commands:
+                owners.setdefault(opt.flag, []).append(name)
     seen, out = set(), []
     for name in engine_names():
         for opt in engine_options(name):
             if command_name not in opt.commands or opt.flag in seen:
                 continue
             seen.add(opt.flag)
+            mine = sorted(owners[opt.flag], key=lambda n: -len(engine_options(n)))  # the engine it is most for first
+            panel = f"{' and '.join(engine_title(n) for n in mine)} options"
             if opt.type is bool:
-                info = typer.Option(opt.cli_default, f"{opt.flag}/{opt.negative}", help=opt.help)
+                info = typer.Option(opt.cli_default, f"{opt.flag}/{opt.negative}", help=opt.help, rich_help_panel=panel)
                 ann = bool
             else:
-                info = typer.Option(None, opt.flag, help=opt.help)
+                info = typer.Option(None, opt.flag, help=opt.help, rich_help_panel=panel)
                 ann = Optional[opt.type]
             out.append((opt.name, opt, inspect.Parameter(f"engine__{opt.name}", inspect.Parameter.KEYWORD_ONLY,
                                                          default=info, annotation=ann)))
@@ -172,7 +226,7 @@ def _usage_error(exc) -> str:
     command = ctx.command_path if ctx is not None else "kvcalc"
     message = " ".join(exc.format_message().split())
     # a value echoed back is shortened: 5,000 digits given for an int are not worth 5,000 characters of error
-    message = re.sub(r"'([^']{60})[^']{20,}'", lambda m: f"'{m.group(1)}...'", message)
+    message = re.sub(r"'([^']{61,})'", lambda m: quote(m.group(1)), message)
     sub = command.split(" ", 1)[1] if " " in command else ""  # "kvcalc: error:" already names the program
     return f"{sub + ': ' if sub else ''}{message} (see `{command} --help`)"
 
@@ -222,10 +276,19 @@ def _one_command_app(argv: list[str] | None):
 def run(argv: list[str] | None, application=None) -> int:
     """Run one command line; returns the exit code (errors printed as one line)."""
     try:
+        return _run(argv, application)
+    finally:
+        _AFTER.clear()
+
+
+def _run(argv: list[str] | None, application=None) -> int:
+    try:
         target = (_one_command_app(argv) if application in (None, app) else None) or application or app
         rc = target(args=argv, prog_name="kvcalc", standalone_mode=False)
+        if not rc:
+            warn(dict.fromkeys(_AFTER))
     except KvcalcError as exc:
-        print(f"kvcalc: error: {exc.renamed(_flags())}", file=sys.stderr)
+        print(f"kvcalc: error: {_bounded(exc.renamed(_flags()))}", file=sys.stderr)
         rc = exc.exit_code
     except BrokenPipeError:
         raise
@@ -242,10 +305,22 @@ def run(argv: list[str] | None, application=None) -> int:
         elif os.environ.get("KVCALC_DEBUG"):
             raise
         else:  # a bug: one line, never a traceback, unless asked for
-            print(f"kvcalc: internal error: {type(exc).__name__}: {exc} (KVCALC_DEBUG=1 shows the traceback)",
-                  file=sys.stderr)
+            print(f"kvcalc: internal error: {type(exc).__name__}: {_bounded(str(exc))} (KVCALC_DEBUG=1 shows the "
+                  "traceback)", file=sys.stderr)
             rc = 1
     return rc if isinstance(rc, int) else 0
+
+
+#: the longest error line printed: every message quotes user input through errors.quote, so none should come near
+#: this; it is the last guard, not the mechanism (the fuzz holds messages far shorter)
+MAX_ERROR_CHARS = 2000
+
+
+def _bounded(message: str) -> str:
+    message = " ".join(message.split())  # one line, whatever a message carried
+    if len(message) <= MAX_ERROR_CHARS:
+        return message
+    return f"{message[:MAX_ERROR_CHARS]}… (the message ran to {len(message):,} characters)"
 
 
 def _silence_stdout() -> None:

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from .app import (command, console, engine_option, engine_settings, hf_option, json_option, model_arg, print_json,
                   warn, with_engine_options)
 from .files import one_model
@@ -34,50 +34,47 @@ PREFIX_HELP = "A prefix every request shares, held once where the engine's prefi
 @with_engine_options("capacity")
 def capacity_cmd(
     model: Optional[str] = model_arg(),
-    hf: Optional[str] = hf_option(),
-    context: Optional[str] = typer.Option(None, "--context", "-c", help="max_model_len in tokens (default: the engine's default max_model_len / "
+    hf: Optional[str] = hf_option("Model and context"),
+    context: Optional[str] = typer.Option(None, "--context", "-c", rich_help_panel="Model and context", help="max_model_len in tokens (default: the engine's default max_model_len / "
                                   "context_len for the model, the longest it derives except vLLM's LongRoPE default; 1M "
                                   "where the model states none; with several engines the shortest; with --concurrency "
                                   "the upper limit of the search, by default the longest the engine takes)."),
-    precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
+    precision: Optional[str] = typer.Option(None, "--precision", "-p", rich_help_panel="Model and context", help="Precision as the model config names it."),
     engine: str = engine_option("vllm", "vllm (paged, as vLLM plans it), sglang (token pools, as SGLang sizes "
-                                "them) or exact (no paging); several, comma-separated (vllm,sglang), side by side."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="Accelerator from `kvcalc gpus` (e.g. h200, h100, b200)."),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs in all; must equal tp x pp x dp (default: that product)."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks."),
-    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel stages."),
-    dp: int = typer.Option(1, "--dp", help="Data-parallel replicas (vLLM's attention data parallelism for MLA models: --dp N --tp 1)."),
-    ep: bool = typer.Option(False, "--ep/--no-ep", help="Expert parallelism: routed experts sharded over tp x dp."),
-    kv_memory: Optional[str] = typer.Option(None, "--kv-memory", help="KV pool of each GPU in bytes (suffixes KiB/MiB/GiB), like vLLM's --kv-cache-memory-bytes; replaces GPU memory, weights and reserve."),
-    weights_gib: Optional[float] = typer.Option(None, "--weights-gib", help="Model weights in GiB, all ranks together (default: the model config's)."),
-    reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="Per-GPU reserve kvcalc takes off besides the weights (default: 4 GiB for activations, workspace and CUDA graphs; 0 for sglang, whose mem_fraction_static slack holds them)."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Reverse: the longest context at which this many requests fit."),
-    request_tokens: Optional[str] = typer.Option(None, "--request-tokens", help=REQUEST_HELP),
-    request_tokens_file: Optional[str] = typer.Option(None, "--request-tokens-file", help=LENGTHS_HELP),
-    shared_prefix_tokens: Optional[str] = typer.Option(None, "--shared-prefix-tokens", help=PREFIX_HELP),
-    mtp: bool = typer.Option(False, "--mtp/--no-mtp", help="Count the MTP layer(s) (speculative decoding on)."),
+                                "them) or exact (no paging); several, comma-separated (vllm,sglang), side by side.",
+                                panel="Model and context"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", rich_help_panel="GPUs and parallelism", help="Accelerator from `kvcalc gpus` (e.g. h200, h100, b200)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", rich_help_panel="GPUs and parallelism", help="GPUs in all; must equal tp x pp x dp (default: that product)."),
+    tp: int = typer.Option(1, "--tp", rich_help_panel="GPUs and parallelism", help="Tensor-parallel ranks."),
+    pp: int = typer.Option(1, "--pp", rich_help_panel="GPUs and parallelism", help="Pipeline-parallel stages."),
+    dp: int = typer.Option(1, "--dp", rich_help_panel="GPUs and parallelism", help="Data-parallel replicas (vLLM's attention data parallelism for MLA models: --dp N --tp 1)."),
+    ep: bool = typer.Option(False, "--ep/--no-ep", rich_help_panel="GPUs and parallelism", help="Expert parallelism: routed experts sharded over tp x dp."),
+    kv_memory: Optional[str] = typer.Option(None, "--kv-memory", rich_help_panel="GPUs and parallelism", help="KV pool of each GPU: bytes, or with a unit (binary KiB/MiB/GiB/TiB, decimal kB/MB/GB/TB), like vLLM's --kv-cache-memory-bytes; replaces GPU memory, weights and reserve."),
+    weights_gib: Optional[float] = typer.Option(None, "--weights-gib", rich_help_panel="GPUs and parallelism", help="Model weights in GiB, all ranks together (default: the model config's)."),
+    reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", rich_help_panel="GPUs and parallelism", help="Per-GPU reserve kvcalc takes off besides the weights (default: 4 GiB for activations, workspace and CUDA graphs; 0 for sglang, whose mem_fraction_static slack holds them)."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", rich_help_panel="Workload", help="Reverse: the longest context at which this many requests fit."),
+    request_tokens: Optional[str] = typer.Option(None, "--request-tokens", rich_help_panel="Workload", help=REQUEST_HELP),
+    request_tokens_file: Optional[str] = typer.Option(None, "--request-tokens-file", rich_help_panel="Workload", help=LENGTHS_HELP),
+    shared_prefix_tokens: Optional[str] = typer.Option(None, "--shared-prefix-tokens", rich_help_panel="Workload", help=PREFIX_HELP),
+    mtp: bool = typer.Option(False, "--mtp/--no-mtp", rich_help_panel="Model and context", help="Count the MTP layer(s) (speculative decoding on)."),
     as_json: bool = json_option(),
     engine_values: dict = None,
 ) -> None:
     """How many requests fit on real GPUs as the engine counts them: paging, shared pool, parallelism, weights."""
     from ..config import load_model
-    from ..engines import get_engine
-    from ..hardware import get_gpu
+    from .app import gpu_named
     from ..present.capacity import Refused, capacity_json, engines_json, render_capacity, render_engines
     from ..present.flags import FLAGS
-    from ..units import parse_bytes
 
     spec = load_model(one_model(model, hf))
-    names = [e.strip() for e in engine.split(",")]
-    if len(names) != len(set(names)) or not all(names):
-        raise KvcalcError(f"--engine: name each engine once, got {engine!r}"[:200])
-    engs = [get_engine(n) for n in names]
+    engs = _engines(engine)
     par = _parallel_for(engs, engine_values, tp, pp, dp, ep, gpus)
-    dev = get_gpu(gpu) if gpu is not None else None
+    dev = gpu_named(gpu) if gpu is not None else None
     owned = {o.name for e in engs for o in e.options}
     for name, v in engine_values.items():
         if v is not None and name not in owned:  # the first engine names the owner in its refusal
             engine_settings(engs[0].name, {name: v})
+    pool_bytes = _pool_bytes(kv_memory)
     caps, reverse = [], None
     context = context or _default_context(engs, spec, longest=concurrency is not None)
     for eng in engs:
@@ -85,7 +82,7 @@ def capacity_cmd(
         settings = engine_settings(eng.name, {k: v for k, v in engine_values.items() if k in mine}, gpu=dev,
                                    model=spec)
         args = dict(model=spec, precision=precision, engine=eng.name, settings=settings, parallel=par, gpu=dev,
-                    kv_memory=parse_bytes(kv_memory, "--kv-memory") if kv_memory is not None else None,
+                    kv_memory=pool_bytes,
                     weights_bytes=_gib(weights_gib, "--weights-gib"),
                     reserve_bytes=_gib(reserve_gib, "--reserve-gib"), mtp=mtp,
                     **_workload(request_tokens, request_tokens_file, shared_prefix_tokens))
@@ -112,6 +109,27 @@ def capacity_cmd(
         print_json(out)
         return
     render_capacity(console(), cap, reverse)
+
+
+def _engines(engine: str) -> list:
+    """--engine's engines: one, or several comma-separated, each named once."""
+    from ..engines import get_engine
+
+    names = [e.strip() for e in engine.split(",")]
+    if len(names) != len(set(names)) or not all(names):
+        raise KvcalcError(f"--engine: name each engine once, got {quote(engine)}")
+    return [get_engine(n) for n in names]
+
+
+def _pool_bytes(kv_memory: str | None) -> int | None:
+    """--kv-memory in bytes; a fraction of a byte is rounded, and a warning says so."""
+    from ..units import parse_bytes_rounded
+
+    if kv_memory is None:
+        return None
+    value, rounded = parse_bytes_rounded(kv_memory, "--kv-memory")
+    warn([rounded] if rounded else [])
+    return value
 
 
 def _workload(tokens: str | None, file: str | None, shared: str | None) -> dict:

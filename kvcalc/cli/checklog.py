@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from .app import command, console, json_option, print_json, with_engine_options
 
 
@@ -18,7 +18,7 @@ def _read(file: str) -> str:
         with open(file, encoding="utf-8", errors="replace") as f:
             return f.read(64 << 20)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise KvcalcError(f"FILE: cannot read {file[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise KvcalcError(f"FILE: cannot read {quote(file)}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 @command("check-log")

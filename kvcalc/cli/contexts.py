@@ -7,7 +7,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from ..estimate import MAX_CONTEXTS as MAX_POINTS  # more is a typo, not a sweep (the core's limit for one call)
 from ..units import parse_tokens
 
@@ -18,7 +18,7 @@ def parse_contexts(specs: Iterable[str], points: int = 64, flag: str = "--contex
     """Context lengths from ``4k,8k`` lists, ``4k..1M`` ranges (``points`` values, geometric, both ends kept,
     duplicates after rounding dropped) and ``1k..64k:1k`` ranges with a step. Sorted, unique, int64."""
     if isinstance(points, bool) or not isinstance(points, int) or not 2 <= points <= MAX_POINTS:
-        raise KvcalcError(f"points: must be an integer from 2 to {MAX_POINTS:,}, got {points!r}", param="points")
+        raise KvcalcError(f"points: must be an integer from 2 to {MAX_POINTS:,}, got {quote(points)}", param="points")
     parts: list[np.ndarray] = []
     for spec in specs:
         for item in str(spec).split(","):
@@ -30,12 +30,12 @@ def parse_contexts(specs: Iterable[str], points: int = 64, flag: str = "--contex
                 continue
             lo, hi = parse_tokens(m.group(1), flag), parse_tokens(m.group(2), flag)
             if hi < lo:
-                raise KvcalcError(f"{flag}: range {item.strip()!r} runs backwards ({lo:,} > {hi:,})")
+                raise KvcalcError(f"{flag}: range {quote(item.strip())} runs backwards ({lo:,} > {hi:,})")
             if m.group(3) is not None:
                 step = parse_tokens(m.group(3), flag)
                 n = (hi - lo) // step + 1
                 if n > MAX_POINTS:
-                    raise KvcalcError(f"{flag}: range {item.strip()!r} has {n:,} points; at most {MAX_POINTS:,}")
+                    raise KvcalcError(f"{flag}: range {quote(item.strip())} has {n:,} points; at most {MAX_POINTS:,}")
                 parts.append(np.arange(lo, hi + 1, step, dtype=np.int64))
             else:
                 vals = np.rint(np.geomspace(lo, hi, points)).astype(np.int64)

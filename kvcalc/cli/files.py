@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from ..textout import write as write_out
 from .app import HF_MANY_HELP, PRECISION_HELP, basis_option, command, print_json, warn
 
@@ -22,8 +21,10 @@ def hf_path(hf: str) -> str:
 
     path = locate(hf)
     p = Path(path)
+    if not p.exists():  # a local name that is not there: said here, under the flag the user typed
+        raise KvcalcError(f"--hf: no such config file {quote(hf)}")
     if not (path.endswith(".json") or (p.is_dir() and (p / "config.json").is_file())):  # locate checked the path
-        raise KvcalcError(f"--hf: {hf[:200]!r} is neither a config.json nor a folder holding one")
+        raise KvcalcError(f"--hf: {quote(hf)} is neither a config.json nor a folder holding one")
     return path
 
 
@@ -96,7 +97,7 @@ def sweep_cmd(
     from .contexts import parse_contexts
 
     if fmt not in ("csv", "json"):
-        raise KvcalcError(f"--format: choose csv or json, got {fmt!r}")
+        raise KvcalcError(f"--format: choose csv or json, got {quote(fmt)}")
     if as_json:
         fmt = "json"
     contexts = parse_contexts(context, points)
@@ -133,7 +134,7 @@ def plot_cmd(
 ) -> None:
     """Memory vs context on log axes (with GPU memory lines), or a per-layer stacked chart; PNG or SVG."""
     from ..config import load_model
-    from ..hardware import get_gpu
+    from .app import gpu_named
     from ..present import plot as P
     from .contexts import parse_contexts
     from ..units import parse_tokens
@@ -152,10 +153,16 @@ def plot_cmd(
     elif layers:
         drawn = P.layers_chart(specs, parse_tokens(at, "--at") if at else int(contexts[-1]), precision, output, basis)
     else:
-        drawn = P.memory_vs_context(specs, contexts, precision, [get_gpu(g) for g in gpu or []], output, basis)
+        drawn = P.memory_vs_context(specs, contexts, precision, [gpu_named(g) for g in gpu or []], output, basis)
+    from ..estimate import context_warning
+    from ..vec import as_vector
+
+    shown = as_vector([parse_tokens(at, "--at") if at else int(contexts[-1])]) if layers else as_vector(contexts)
+    warnings = [w for w in (context_warning(s, shown) for s in specs) if w]
+    warn([w + " (drawn faded past it)" if not layers else w for w in warnings])
     print(f"kvcalc: wrote {output}", file=sys.stderr)
     if as_json:
-        print_json({"output": output, "format": fmt, **drawn})
+        print_json({"output": output, "format": fmt, **drawn, "warnings": warnings})
 
 
 #: plot --decode without models: the article's comparison and a GQA baseline of V3.2's depth

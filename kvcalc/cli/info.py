@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from ..present.outputs import OUTPUTS
+
 from ..errors import KvcalcError
 from .app import command, console, hf_option, json_option, model_arg, print_json
 from .files import one_model
@@ -55,8 +57,7 @@ def show_cmd(model: Optional[str] = model_arg(), hf: Optional[str] = hf_option()
 def schema_cmd(
     output: Optional[str] = typer.Option(
         None, "--output", metavar="COMMAND", help="Print the JSON Schema of this command's --json output instead "
-        "(estimate, compare, capacity, sweep, show, models, gpus, claims, check-log, verify, import-hf, plot, report, "
-        "schema; docs/json-output.md describes each)."),
+        f"({', '.join(OUTPUTS)}; docs/json-output.md describes each)."),
     as_json: bool = json_option("Print JSON (the only form; accepted for symmetry)."),
 ) -> None:
     """Print the JSON Schema of the model config format (docs/config-format.md explains it), or with --output

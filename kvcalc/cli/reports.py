@@ -13,7 +13,7 @@ import io
 import os
 from pathlib import Path
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 
 # file -> the kvcalc command line whose output it holds
 TABLES = {
@@ -23,8 +23,8 @@ TABLES = {
     "capacity-v4-pro-8xh200-1m.txt": ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--gpus", "8", "--tp", "8",
                                       "--context", "1M", "--precision", "fp8"],
     "models.txt": ["models"],
-    "decode-v4-pro-fp8-1m-h200.txt": ["decode", "deepseek-v4-pro", "--precision", "fp8", "--gpu", "h200", "--batch",
-                                      "64"],
+    "decode-v4-pro-fp8-1m-8xh200.txt": ["decode", "deepseek-v4-pro", "--precision", "fp8", "--gpu", "h200", "--tp",
+                                        "8", "--batch", "4"],
     "decode-v32-fp8-1m.txt": ["decode", "deepseek-v3.2", "--precision", "fp8"],
     "transfer-v4-pro-fp8-1m.txt": ["transfer", "deepseek-v4-pro", "--precision", "fp8", "--context", "1M",
                                    "--allow-long-max-model-len"],
@@ -112,7 +112,7 @@ def _folder(out_dir: str) -> Path:
     under it)."""
     out = Path(out_dir)
     if _stat(out_dir) == "file":
-        raise KvcalcError(f"{{{{out}}}}: {out_dir[:200]!r} is a file, not a folder; name a folder (default: reports)",
+        raise KvcalcError(f"{{{{out}}}}: {quote(out_dir)} is a file, not a folder; name a folder (default: reports)",
                           param="out")
     return out
 
@@ -123,7 +123,7 @@ def _stat(path: str) -> str | None:
         p = Path(path)
         return "folder" if p.is_dir() else ("file" if p.exists() else None)
     except (OSError, ValueError) as exc:
-        raise KvcalcError(f"{{{{out}}}}: {path[:200]!r} is not a usable path ({getattr(exc, 'strerror', None) or exc})",
+        raise KvcalcError(f"{{{{out}}}}: {quote(path)} is not a usable path ({getattr(exc, 'strerror', None) or exc})",
                           param="out") from None
 
 
@@ -134,7 +134,7 @@ def check(out_dir: str = "reports") -> tuple[list[str], list[str], list[str]]:
     out = Path(out_dir)
     if _stat(out_dir) != "folder" or not any((out / name).is_file() for name in TABLES):
         what = "is not a folder" if _stat(out_dir) != "folder" else "holds none of the published tables"
-        raise KvcalcError(f"{{{{out}}}}: {out_dir[:200]!r} {what}: run `kvcalc report --check` in a kvcalc checkout "
+        raise KvcalcError(f"{{{{out}}}}: {quote(out_dir)} {what}: run `kvcalc report --check` in a kvcalc checkout "
                           "(or name its reports/ folder), or `kvcalc report` to write the tables", param="out")
     expected = tables()
     vt = verify_table(out / "verify")

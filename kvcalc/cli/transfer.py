@@ -44,13 +44,16 @@ def transfer_cmd(
     spec = load_model(one_model(model, hf))
     dev = None
     if gpu is not None:
-        from ..hardware import get_gpu
+        from .app import gpu_named
 
-        dev = get_gpu(gpu)
+        dev = gpu_named(gpu)
     settings = engine_settings(engine, engine_values or {}, gpu=dev, model=spec)
     t = transfer(spec, parse_tokens(context, "--context"), engine=engine, precision=precision, tp=tp, link=link,
                  bandwidth=bandwidth, settings=settings, gpu=dev)
     if as_json:
-        print_json(t.to_json())
+        from ..errors import with_names
+        from ..present.flags import FLAGS
+
+        print_json(t.to_json() | {"notes": [with_names(n, FLAGS) for n in t.plan.notes]})
     else:
         render_transfer(console(), t)

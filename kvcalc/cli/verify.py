@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 
 from .app import (command, console, engine_option, engine_settings, hf_option, json_option, model_arg, print_json,
                   with_engine_options)
@@ -75,7 +75,7 @@ def verify_cmd(
 
         settings = replace(settings, basis=basis)
     elif basis != "complete":
-        raise KvcalcError(f"--basis: {basis!r} is for --engine exact; the {engine} engine allocates its pools as it "
+        raise KvcalcError(f"--basis: {quote(basis)} is for --engine exact; the {engine} engine allocates its pools as it "
                           "plans them (everything a request holds)")
     out = run_verify(spec, ctx, precision=precision, engine=engine, settings=settings, batch=batch, device=device,
                      fill=fill, writer=writer, tp=tp, progress=sys.stderr.isatty() and not as_json)

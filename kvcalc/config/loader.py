@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from ..formats import get_format
 from ..specs import CACHE_KINDS, CacheSpec, CompressorState, RecurrentState, required_fields, spec_fields
 from ..yamlio import load_yaml
@@ -55,7 +55,7 @@ class _Ctx:
     def integer(self, value: Any, where: str, minimum: int = 1, maximum: int = MAX_INT) -> int:
         value = self.unwrap(value, where)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.err(where, f"must be an integer, got {_typename(value)} {value!r}")
+            raise self.err(where, f"must be an integer, got {_typename(value)} {quote(value)}")
         if value < minimum:
             raise self.err(where, f"must be at least {minimum}, got {value}")
         if value > maximum:
@@ -79,7 +79,7 @@ class _Ctx:
     def boolean(self, value: Any, where: str) -> bool:
         value = self.unwrap(value, where)
         if not isinstance(value, bool):
-            raise self.err(where, f"must be true or false, got {value!r}")
+            raise self.err(where, f"must be true or false, got {quote(value)}")
         return value
 
     def int_list(self, value: Any, where: str) -> tuple[int, ...]:
@@ -93,7 +93,7 @@ class _Ctx:
         if unknown:
             k = unknown[0]
             hint = difflib.get_close_matches(str(k), [str(a) for a in allowed], n=1)
-            more = f"; did you mean {hint[0]!r}?" if hint else f"; allowed: {', '.join(sorted(map(str, allowed)))}"
+            more = f"; did you mean {quote(hint[0])}?" if hint else f"; allowed: {', '.join(sorted(map(str, allowed)))}"
             raise self.err(f"{where}.{k}" if where else str(k), f"unknown key{more}")
         for k in required:
             if k not in data:
@@ -119,8 +119,8 @@ def _ref(ctx: _Ctx, value: Any, where: str, known, what: str) -> str:
     """A reference to a declared name (layer kind, component)."""
     if not isinstance(value, str) or value not in known:
         hint = difflib.get_close_matches(value, list(known), n=1) if isinstance(value, str) else []
-        more = f"; did you mean {hint[0]!r}?" if hint else f"; declared: {', '.join(known)}"
-        raise ctx.err(where, f"unknown {what} {value!r}{more}")
+        more = f"; did you mean {quote(hint[0])}?" if hint else f"; declared: {', '.join(known)}"
+        raise ctx.err(where, f"unknown {what} {quote(value)}{more}")
     return value
 
 
@@ -136,7 +136,7 @@ def _component(ctx: _Ctx, name: str, raw: Any) -> CacheSpec:
         hint = difflib.get_close_matches(kind, CACHE_KINDS, n=1)
         raise ctx.err(
             f"{where}.cache",
-            f"unknown cache kind {kind!r}" + (f"; did you mean {hint[0]!r}?" if hint else f"; one of: {', '.join(CACHE_KINDS)}"),
+            f"unknown cache kind {quote(kind)}" + (f"; did you mean {quote(hint[0])}?" if hint else f"; one of: {', '.join(CACHE_KINDS)}"),
         )
     types = spec_fields(cls)
     if not cls.per_token:
@@ -225,7 +225,7 @@ def _layers(ctx: _Ctx, raw: Any, kinds: dict[str, tuple[str, ...]]) -> tuple[str
         for i, v in enumerate(values):
             # booleans would silently match the keys 0 and 1; lists and mappings are not values
             if isinstance(v, (bool, dict, list)) or v not in mapping:
-                raise ctx.err(f"layers.select[{i}]", f"value {v!r} has no entry in layers.kinds (keys: {list(mapping)})")
+                raise ctx.err(f"layers.select[{i}]", f"value {quote(v)} has no entry in layers.kinds (keys: {list(mapping)})")
             out.append(mapping[v])
     elif isinstance(raw, list) and raw:
         for i, item in enumerate(raw):
@@ -290,7 +290,7 @@ def _rope_scaling(ctx: _Ctx, data: dict) -> RopeScaling | None:
     if "factor" in raw:
         factor = ctx.unwrap(raw["factor"], "rope_scaling.factor")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1 << 20:
-            raise ctx.err("rope_scaling.factor", f"must be a positive number, got {_typename(factor)} {factor!r}"[:200])
+            raise ctx.err("rope_scaling.factor", f"must be a positive number, got {_typename(factor)} {quote(factor)}"[:200])
     orig = (ctx.integer(raw["original_max_position_embeddings"], "rope_scaling.original_max_position_embeddings")
             if "original_max_position_embeddings" in raw else None)
     return RopeScaling(kind, float(factor) if factor is not None else None, orig)
@@ -339,7 +339,7 @@ def _header(ctx: _Ctx, data: Any) -> tuple[str, dict[str, str], int | None]:
     ctx.keys(data, "", TOP_KEYS, REQUIRED_TOP)
     version = data["kvcalc"]
     if version != FORMAT_VERSION or isinstance(version, bool):
-        raise ctx.err("kvcalc", f"unsupported config format version {version!r}; this kvcalc reads {FORMAT_VERSION}")
+        raise ctx.err("kvcalc", f"unsupported config format version {quote(version)}; this kvcalc reads {FORMAT_VERSION}")
     name = ctx.name(data["name"], "name")
     for key in ("display_name", "description", "notes"):
         if key in data:
@@ -414,7 +414,7 @@ def _used_precisions(ctx: _Ctx, data: dict, components: dict[str, CacheSpec], ki
     precisions = _precisions(ctx, data["precisions"], roles, {c: comp for c, comp in components.items() if c in used})
     default = ctx.name(data["default_precision"], "default_precision")
     if default not in precisions:
-        raise ctx.err("default_precision", f"{default!r} is not among precisions ({', '.join(precisions)})")
+        raise ctx.err("default_precision", f"{quote(default)} is not among precisions ({', '.join(precisions)})")
     return precisions, default
 
 
@@ -476,11 +476,11 @@ def load_model(name_or_path: str, what: str = "model") -> ModelSpec:
     if not key.strip():
         raise KvcalcError(f"{what}: empty model name", param=what)
     if "\x00" in key or any(len(part) > 255 for part in candidate.parts) or len(key) > 4096:
-        raise KvcalcError(f"{what}: {key[:60]!r}... is neither a model name nor a usable path (too long)", param=what)
+        raise KvcalcError(f"{what}: {quote(key)} is neither a model name nor a usable path (too long)", param=what)
     try:
         return _load_model(key, candidate, what)
     except OSError as exc:  # the file system refused the path (permissions, a FIFO, ...)
-        raise KvcalcError(f"{what}: cannot read {key[:200]!r}: {exc.strerror or exc}", param=what) from None
+        raise KvcalcError(f"{what}: cannot read {quote(key)}: {exc.strerror or exc}", param=what) from None
 
 
 def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
@@ -491,30 +491,30 @@ def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
             if candidate.exists():
                 import sys
 
-                print(f"kvcalc: note: {what}: {key!r} is the shipped config {name}; the file ./{key} here was "
+                print(f"kvcalc: note: {what}: {quote(key)} is the shipped config {name}; the file ./{key} here was "
                       f"not read (write ./{key} to read it)", file=sys.stderr)
             model = parse_model(load_yaml(config_path(name)), str(config_path(name)))
             _CACHE[key] = model
             return model
     if key.endswith(".json") or (candidate.is_dir() and (candidate / "config.json").is_file()):
         if not candidate.exists():
-            raise KvcalcError(f"{what}: no such config file {key!r}", param=what)
+            raise KvcalcError(f"{what}: no such config file {quote(key)}", param=what)
         model = load_hf(candidate)
         _CACHE[key] = model
         return model
     if key.endswith((".yaml", ".yml")) or candidate.exists() or "/" in key:
         path = candidate
         if path.is_dir():
-            raise KvcalcError(f"{what}: {key!r} is a directory, not a config file", param=what)
+            raise KvcalcError(f"{what}: {quote(key)} is a directory, not a config file", param=what)
         if not path.is_file():
-            raise KvcalcError(f"{what}: no such config file {key!r}", param=what)
+            raise KvcalcError(f"{what}: no such config file {quote(key)}", param=what)
     else:
         path = config_path(key)
         if not path.is_file():
             names = config_names()
             close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
             hint = f"; closest: {', '.join(close)}" if close else ""
-            raise KvcalcError(f"{what}: unknown model {key!r}{hint} (`kvcalc models` lists all)", param=what)
+            raise KvcalcError(f"{what}: unknown model {quote(key)}{hint} (`kvcalc models` lists all)", param=what)
     model = parse_model(load_yaml(path), str(path))
     _CACHE[key] = model
     return model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from ..formats import StorageFormat
 from ..specs import CacheSpec
 
@@ -119,9 +119,12 @@ class ModelSpec:
         name = name or self.default_precision
         try:
             return self.precisions[name]
-        except KeyError:
+        except KeyError:  # precisions are names, like models: FP8 is fp8 (where that names only one)
+            same = [p for k, p in self.precisions.items() if k.casefold() == name.casefold()]
+            if len(same) == 1:
+                return same[0]
             raise KvcalcError(
-                f"{what}: model {self.name} has no precision {name!r}; it declares: "
+                f"{what}: model {self.name} has no precision {quote(name)}; it declares: "
                 f"{', '.join(self.precisions)}", param=what
             ) from None
 
@@ -135,3 +138,35 @@ class ModelSpec:
         """'30 c4a + 31 c128a' in the order kinds first appear... sorted by kind order in layer_kinds."""
         counts = self.kind_counts()
         return " + ".join(f"{counts[k]} {k}" for k in self.layer_kinds if k in counts)
+
+    def kind_label(self, kind: str) -> str:
+        """What a layer kind caches, in one vocabulary whatever the config calls it (``global``, ``full_attention``
+        and ``full`` are all ``full``): full, swa, chunked, mla, dsa (MLA + an indexer), c4a / c128a (V4's
+        compressed), mamba, mamba2, gdn, kda, linear, or no-cache. From the kind's components, never its name."""
+        from ..specs import (ChunkedAttention, CompressedMLA, FullAttention, IndexerCache, MLALatent,
+                             RecurrentState, SlidingWindowAttention, SlidingWindowMLA)
+
+        comps = [self.components[c] for c in self.layer_kinds[kind]]
+        compressed = [c for c in comps if isinstance(c, CompressedMLA)]
+        if compressed:
+            return "+".join(f"c{c.ratio}a" for c in compressed)
+        if any(type(c) is MLALatent for c in comps):
+            return "dsa" if any(isinstance(c, IndexerCache) for c in comps) else "mla"
+        for cls, label in ((SlidingWindowMLA, "swa"), (ChunkedAttention, "chunked"), (SlidingWindowAttention, "swa"),
+                           (FullAttention, "full")):
+            if any(isinstance(c, cls) for c in comps):
+                return label
+        recurrent = [c for c in comps if isinstance(c, RecurrentState)]
+        if recurrent:
+            names = {"gated_deltanet": "gdn", "linear_attention": "linear"}
+            return "+".join(dict.fromkeys(names.get(c.kind, c.kind) for c in recurrent))
+        return "no-cache" if not comps else "+".join(dict.fromkeys(c.kind for c in comps))
+
+    def structure_text(self) -> str:
+        """'18 swa + 18 full': the layers by what they cache (:meth:`kind_label`), kinds of one label merged, in the
+        order the config declares its kinds (as :meth:`layout_text`)."""
+        counts: dict[str, int] = {}
+        for k, n in sorted(self.kind_counts().items(), key=lambda kv: list(self.layer_kinds).index(kv[0])):
+            label = self.kind_label(k)
+            counts[label] = counts.get(label, 0) + n
+        return " + ".join(f"{n} {label}" for label, n in counts.items())

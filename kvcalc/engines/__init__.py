@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 
 #: engine name -> its package (``PKG.ENGINE`` is the profile, ``PKG.options`` its declarations)
 _REGISTRY: dict[str, str] = {
@@ -45,7 +45,7 @@ def get_engine(name, param: str = "engine"):
             return name
         raise KvcalcError(f"{param}: an engine is named by a string, got {type(name).__name__}", param=param)
     if name not in _REGISTRY:
-        raise KvcalcError(f"{param}: unknown engine {name!r}; choose one of: {', '.join(_REGISTRY)}"[:300],
+        raise KvcalcError(f"{param}: unknown engine {quote(name)}; choose one of: {', '.join(_REGISTRY)}"[:300],
                           param=param)
     if name not in _LOADED:
         _LOADED[name] = importlib.import_module(_REGISTRY[name]).ENGINE
@@ -71,3 +71,9 @@ def engine_options(name: str) -> tuple:
 def engine_summary(name: str) -> str:
     d = _declarations(name)
     return getattr(d, "SUMMARY", None) or getattr(d, "summary", "")
+
+
+def engine_title(name: str) -> str:
+    """How the command line's help names engine ``name`` ('vLLM 0.33.0'), without loading it."""
+    d = _declarations(name)
+    return getattr(d, "TITLE", None) or getattr(d, "title", name)

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from ..units import GIB
 from .options import Option  # noqa: F401  (engines declare their options with it)
 
@@ -350,7 +350,7 @@ def fraction_budget(gpu: "GPU", fraction: float, option: str) -> Budget:
     (vLLM v1/worker/gpu_worker.py determine_available_memory)."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not math.isfinite(fraction) \
             or not 0 < fraction <= 1:
-        raise KvcalcError(f"{option}: must be a fraction in (0, 1], got {fraction!r}", param=option)
+        raise KvcalcError(f"{option}: must be a fraction in (0, 1], got {quote(fraction)}", param=option)
     requested = math.ceil(gpu.memory_bytes * float(fraction))
     return Budget(requested, (BudgetStep(f"x {fraction:g} utilisation", requested, option),),
                   f"{fraction:g} x {gpu.memory_bytes / GIB:.2f} GiB", {option: fraction})

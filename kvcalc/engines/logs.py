@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import quote
+
 
 @dataclass
 class LogFacts:
@@ -193,7 +195,7 @@ class LogReader:
         try:
             val = int(digits) if key in self.ints else float(digits)
         except ValueError:
-            raise KvcalcError(f"{where}: {key}: {raw[:40]!r} is not a number", param="file") from None
+            raise KvcalcError(f"{where}: {key}: {quote(raw)} is not a number", param="file") from None
         low = self.minimums.get(key, 0)
         if not math.isfinite(val) or not low <= val <= MAX_VALUE:
             raise KvcalcError(f"{where}: {key}: {raw[:40]} is out of range (from {low} to {MAX_VALUE:.0e}); the "

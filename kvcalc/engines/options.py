@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 
 
 #: a setting's type -> the Python types it takes (a bool is no number here) and how a message names it
@@ -37,9 +37,9 @@ class Option:
             return None
         kinds, what = _EXPECTED.get(self.type, ((object,), "a value"))
         if not isinstance(value, kinds) or (isinstance(value, bool) and self.type is not bool):
-            raise KvcalcError(f"{self.name}: expected {what}, got {value!r}"[:200], param=self.name)
+            raise KvcalcError(f"{self.name}: expected {what}, got {quote(value)}"[:200], param=self.name)
         if self.choices and value not in self.choices:
-            raise KvcalcError(f"{self.name}: choose one of {', '.join(self.choices)}, got {value!r}"[:200],
+            raise KvcalcError(f"{self.name}: choose one of {', '.join(self.choices)}, got {quote(value)}"[:200],
                               param=self.name)
         if self.minimum is not None and self.maximum is not None and self.type in (int, float):
             ok = value == value and self.minimum <= value <= self.maximum

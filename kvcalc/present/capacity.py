@@ -48,7 +48,7 @@ def capacity_json(c) -> dict:
         "engine_log_line": c.log_line,
         "pages": p.pages_json(),
         **c.fit.json,
-        "notes": list(c.notes),
+        "notes": [with_names(n, FLAGS) for n in c.notes],
         "units": "bytes",
     }
 
@@ -114,7 +114,7 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
     con.print(f"Fits: {c.requests_per_replica:,} whole request(s){' ' + what if what else ''} per replica x "
               f"{par.dp} replica(s) = {c.total_requests:,}{at}.")
     for n in c.notes:
-        con.print(f"Note: {n}.")
+        con.print(f"Note: {with_names(n, FLAGS)}.")
 
 
 def _render_groups(con, c) -> None:

@@ -60,7 +60,7 @@ def _render_floor(con, f) -> None:
     if f.experts is not None:
         con.print("Routing assumed uniform and independent per token: a step reads 1 - (1 - k/E)^B of the routed "
                   "experts' bytes.")
-    con.print(f"Floor basis: every byte once at peak bandwidth, "
+    con.print("Floor basis: every byte once at peak bandwidth, "
               + ("one GPU" if f.tp == 1 else f"the {f.tp} ranks in parallel, weights split evenly") +
               f"; entries appended this step ({format_bytes(f.append_bytes)}), activations, compute, communication "
               f"and the MTP layer left out. "

@@ -6,7 +6,7 @@ from ..estimate import BASES, PAGING, Estimate
 from ..units import UNIT_BYTES, format_bytes
 from ..zoo import HEADLINE_BASELINES
 from ..errors import with_names
-from .common import NARROW_BELOW, ctx_text, ratio, table
+from .common import NARROW_BELOW, ctx_text, factor, ratio, table
 from .flags import FLAGS
 
 
@@ -231,7 +231,7 @@ def render_compare(con, a: Estimate, b: Estimate) -> None:
     for i, ctx in enumerate(a.contexts.tolist()):
         pa, pb = float(a.per_sequence[i]), float(b.per_sequence[i])
         t.add_row(ctx_text(ctx, unit=False), cell(pa, ua, sa), cell(pb, ub, sb),
-                  f"{pb / pa:.2%}" if pa else "-", f"{pa / pb:.2f}x" if pb else "-")
+                  f"{pb / pa:.2%}" if pa else "-", factor(pa / pb) if pb else "-")
     con.table(t)
     con.print(f"A: {layers_text(a)}; {formats_text(a)}.")
     con.print(f"B: {layers_text(b)}; {formats_text(b)}.")

@@ -13,7 +13,7 @@ BASE_FLAGS = {
     "weights": "--weights-gib", "reserve": "--reserve-gib", "engine": "--engine", "concurrency": "--concurrency",
     "device": "--device", "fill": "--fill", "writer": "--writer", "file": "FILE", "points": "--points",
     "output": "--output", "model_option": "--model", "out": "--out", "report": "--report", "link": "--link",
-    "bandwidth": "--bandwidth",
+    "bandwidth": "--bandwidth", "request_tokens": "--request-tokens", "shared_prefix_tokens": "--shared-prefix-tokens",
 }
 
 

@@ -14,7 +14,7 @@ def model_json(m, full: bool = False) -> dict:
         "description": m.description,
         "path": m.path,
         "layers": len(m.layers),
-        "layout": m.layout_text(),
+        "layout": m.structure_text(), "layer_kinds": m.layout_text(),
         "mtp_layers": len(m.mtp_layers),
         "max_context": m.max_context,
         "precisions": {p.name: {r: f.name for r, f in p.formats.items()} for p in m.precisions.values()},
@@ -49,7 +49,7 @@ def render_models(con, specs) -> None:
                      justify="right" if col in ("layers", "MTP", "max context") else "left", drop=drop.get(col))
     for m in specs:
         precs = [m.default_precision] + [p for p in m.precisions if p != m.default_precision]
-        t.add_row(m.name, str(len(m.layers)), m.layout_text(), str(len(m.mtp_layers)),
+        t.add_row(m.name, str(len(m.layers)), m.structure_text(), str(len(m.mtp_layers)),
                   format_tokens(m.max_context) if m.max_context else "-", ", ".join(precs))
     con.table(t)
     con.print("Any YAML file in this format works too: `kvcalc estimate path/to/model.yaml`.")
@@ -98,7 +98,7 @@ def render_show(con, m) -> None:
     if m.description:
         con.print(m.description)
     con.print(f"max context: {ctx_text(m.max_context) if m.max_context else 'not stated'}; "
-              f"layers: {len(m.layers)} ({m.layout_text()}); MTP layers: "
+              f"layers: {len(m.layers)} ({m.structure_text()}; the config's kinds: {m.layout_text()}); MTP layers: "
               f"{len(m.mtp_layers)}{' (' + m.mtp_layers[0] + ')' if m.mtp_layers else ''}")
     t = table("Components")  # on a narrow console the cache kind goes first, then the rule
     t.add_column("component")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from ..estimate import estimate
 from ..units import format_bytes, format_tokens
 
@@ -38,7 +38,7 @@ def _mpl():
 def format_of(path: str) -> str:
     fmt = FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
-        raise KvcalcError(f"--output: {path!r}: the suffix picks the format; use .png or .svg", param="output")
+        raise KvcalcError(f"--output: {quote(path)}: the suffix picks the format; use .png or .svg", param="output")
     return fmt
 
 
@@ -63,6 +63,28 @@ def _context_axes(ax, contexts) -> None:
     ax.set_xlabel("context (tokens per sequence)")
 
 
+def _line(ax, spec, contexts, values, label: str, **style) -> None:
+    """One series: solid up to the model's max_context, faded past it, with the limit marked on the line (a
+    curve past what the model takes is a computation, not a deployment)."""
+    x = np.asarray(contexts, dtype=float)
+    y = np.asarray(values, dtype=float)
+    limit = spec.max_context
+    inside = x <= limit if limit else np.ones(x.shape, dtype=bool)
+    if inside.any():
+        ax.plot(x[inside], y[inside], label=label, **style)
+    if not inside.all():
+        past = ~inside
+        first = int(np.argmax(past))
+        keep = slice(max(first - 1, 0), None)  # joined to the last point inside, so the line does not break
+        faded = {k: v for k, v in style.items() if k not in ("marker", "markevery")}
+        ax.plot(x[keep], y[keep], alpha=0.35, linewidth=0.9,
+                label=None if inside.any() else f"{label} (past its max_context)", **faded)
+        if inside.any():
+            ax.plot([x[first - 1]], [y[first - 1]], marker="|", markersize=9, color=style.get("color"))
+            ax.annotate(f"max_context {format_tokens(limit)}", xy=(x[first - 1], y[first - 1]), xytext=(3, -9),
+                        textcoords="offset points", fontsize=6, color="0.35")
+
+
 def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, basis: str = "complete") -> dict:
     """Bytes per sequence against context, log-log, one line per (model, precision), a dotted line per GPU.
     Returns the numbers drawn (``kvcalc plot --json``)."""
@@ -80,9 +102,9 @@ def memory_vs_context(specs, contexts: np.ndarray, precisions, gpus, path: str, 
         for p in wanted:
             e = estimate(spec, contexts, precision=p, basis=basis)
             ls, mk = _STYLES[i % len(_STYLES)]
-            ax.plot(contexts, e.per_sequence / 2**30, linestyle=ls, marker=mk, markevery=max(1, contexts.size // 8),
-                    color=_GRAYS[i % len(_GRAYS)], label=f"{spec.display_name} {e.precision}")
-            drawn["series"].append({"model": spec.name, "precision": e.precision,
+            _line(ax, spec, contexts, e.per_sequence / 2**30, f"{spec.display_name} {e.precision}", linestyle=ls,
+                  marker=mk, markevery=max(1, contexts.size // 8), color=_GRAYS[i % len(_GRAYS)])
+            drawn["series"].append({"model": spec.name, "precision": e.precision, "max_context": spec.max_context,
                                     "bytes_per_sequence": e.per_sequence.tolist()})
             i += 1
     for j, g in enumerate(gpus):
@@ -121,11 +143,11 @@ def decode_vs_context(specs, contexts, precisions, path: str) -> dict:
             color = _GRAYS[i % len(_GRAYS)]
             ls, mk = _STYLES[i % len(_STYLES)]
             label = f"{spec.display_name} {runs[0].precision}"
-            ax.plot(contexts, [b / 2**30 for b in read], linestyle="-", marker=mk,
-                    markevery=max(1, len(contexts) // 8), color=color, label=f"{label}: read per token")
-            ax.plot(contexts, [b / 2**30 for b in stored], linestyle=(0, (1, 1.5)), color=color,
-                    label=f"{label}: stored")
-            drawn["series"].append({"model": spec.name, "precision": runs[0].precision,
+            _line(ax, spec, contexts, [b / 2**30 for b in read], f"{label}: read per token", linestyle="-",
+                  marker=mk, markevery=max(1, len(contexts) // 8), color=color)
+            _line(ax, spec, contexts, [b / 2**30 for b in stored], f"{label}: stored", linestyle=(0, (1, 1.5)),
+                  color=color)
+            drawn["series"].append({"model": spec.name, "precision": runs[0].precision, "max_context": spec.max_context,
                                     "read_bytes_per_token": read, "stored_bytes": stored})
             i += 1
     _context_axes(ax, contexts)

@@ -14,13 +14,11 @@ schemas that depend on them.
 
 from __future__ import annotations
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
-#: every command with --json output, in the order the docs describe them
-OUTPUTS = ("estimate", "compare", "capacity", "sweep", "show", "models", "gpus", "claims", "check-log", "verify",
-           "import-hf", "plot", "report", "schema", "decode", "transfer")
+from .outputs import OUTPUTS  # noqa: E402  (every command with --json output)
 
 # ---- building blocks -----------------------------------------------------------------------------------------
 STR = {"type": "string"}
@@ -125,17 +123,21 @@ def _plot() -> tuple[dict, dict]:
     from ..estimate import BASES
 
     head = {"output": STR, "format": {"enum": ["png", "svg"]}, "basis": {"enum": list(BASES)}, "units": STR}
-    series = obj({"model": STR, "precision": STR, "bytes_per_sequence": arr(COUNT)})
+    series = obj({"model": STR, "precision": STR, "max_context": null(POS), "bytes_per_sequence": arr(COUNT)},
+                 description="max_context: the model's; points past it are drawn faded")
     gpu = obj({"key": STR, "name": STR, "memory_bytes": POS})
     lines = obj({**head, "chart": {"const": "memory_vs_context"}, "context_tokens": arr(POS, 1),
-                 "series": arr(series), "gpus": arr(gpu)},
+                 "series": arr(series), "gpus": arr(gpu), "warnings": arr(STR)},
                 description="memory vs context: one series per model and precision, its bytes at each context")
     panel = obj({"model": STR, "precision": STR, "per_sequence_bytes": COUNT, "bytes_by_role": mapping(arr(COUNT))})
-    layers = obj({**head, "chart": {"const": "layers"}, "context_tokens": POS, "panels": arr(panel)},
+    layers = obj({**head, "chart": {"const": "layers"}, "context_tokens": POS, "panels": arr(panel),
+                  "warnings": arr(STR)},
                  description="--layers: one panel per model, each role's bytes layer by layer at one context")
-    dseries = obj({"model": STR, "precision": STR, "read_bytes_per_token": arr(COUNT), "stored_bytes": arr(COUNT)})
+    dseries = obj({"model": STR, "precision": STR, "max_context": null(POS), "read_bytes_per_token": arr(COUNT),
+                   "stored_bytes": arr(COUNT)})
     dec = obj({"output": STR, "format": {"enum": ["png", "svg"]}, "units": STR, "basis": STR,
-               "chart": {"const": "decode_vs_context"}, "context_tokens": arr(POS, 1), "series": arr(dseries)},
+               "chart": {"const": "decode_vs_context"}, "context_tokens": arr(POS, 1), "series": arr(dseries),
+               "warnings": arr(STR)},
               description="--decode: per model and precision, the cache bytes a decode step reads per token and the "
                           "bytes stored, at each context")
     return ({"oneOf": [ref("memory_vs_context"), ref("layers"), ref("decode_vs_context")]},
@@ -262,6 +264,7 @@ def _capacity() -> tuple[dict, dict]:
 # ---- show, models, gpus, claims, check-log --------------------------------------------------------------------
 def _model(full: bool) -> dict:
     props = {"name": STR, "display_name": STR, "description": STR, "path": STR, "layers": COUNT, "layout": STR,
+             "layer_kinds": STR,
              "mtp_layers": COUNT, "max_context": null(POS), "precisions": mapping(mapping(STR), 1),
              "default_precision": STR}
     if not full:
@@ -406,12 +409,14 @@ def _decode() -> tuple[dict, dict]:
                 "expert_read_bytes": COUNT, "weights_read_bytes": COUNT, "cache_read_bytes": COUNT,
                 "state_write_bytes": COUNT, "append_bytes_left_out": COUNT, "step_bytes": COUNT,
                 "step_seconds_floor": NUM, "tokens_per_second_ceiling": NUM, "weights_source": STR,
-                "assumption": STR, "basis": STR},
+                "memory_bytes": POS, "held_bytes": COUNT, "fits": BOOL, "assumption": STR, "basis": STR},
                description="with --gpu: one step of `batch` sequences on one GPU; expert bytes are an expectation "
-                           "under uniform routing")
+                           "under uniform routing; held_bytes: the weights and caches one GPU must hold (the "
+                           "command refuses a step that does not fit, the API says fits: false)")
     return obj({"model": STR, "precision": STR, "context_tokens": POS, "batch": POS, "tp": POS,
                 "read_bytes_per_token": COUNT, "read_bytes_per_step": COUNT, "stored_bytes": COUNT,
-                "state_write_bytes_per_token": COUNT, "layers": arr(kind, 1), "basis": STR, "step": step},
+                "state_write_bytes_per_token": COUNT, "layers": arr(kind, 1), "basis": STR, "step": step,
+                "precision_basis": STR},
                optional=("step",)), {}
 
 
@@ -447,7 +452,7 @@ _BUILDERS = {
 def output_schema(command: str) -> dict:
     """The JSON Schema of ``kvcalc COMMAND --json``'s output (draft 2020-12)."""
     if command not in _BUILDERS:
-        raise KvcalcError(f"output: no JSON output named {command[:80]!r}; choose one of: {', '.join(OUTPUTS)}",
+        raise KvcalcError(f"output: no JSON output named {quote(command)}; choose one of: {', '.join(OUTPUTS)}",
                           param="output")
     body, defs = _BUILDERS[command]()
     out = {"$schema": DRAFT, "title": f"kvcalc {command} --json", **body}

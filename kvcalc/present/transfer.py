@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from ..errors import with_names
 from ..units import format_bytes
+from .flags import FLAGS
 from .common import ctx_text, table
 
 
@@ -33,7 +35,7 @@ def render_transfer(con, t) -> None:
               + f". The request holds {format_bytes(t.stored_bytes)} exactly and {t.plan.reserved_as} "
               f"{format_bytes(t.reserved_bytes)} of the engine's pool.")
     for note in t.plan.notes:
-        con.print(f"Note: {note}.")
+        con.print(f"Note: {with_names(note, FLAGS)}.")
     if t.link is not None:
         con.print(f"Over {t.link.name} ({t.link.bytes_per_s / 1e9:,.1f} GB/s one way): "
                   f"{_seconds(t.transfer_seconds)}.")

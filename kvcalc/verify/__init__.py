@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from .fill import SENTINEL, SENTINEL2, TOLERANCES
 from .measure import FILLS, _check_room, _copy_bandwidth, _counter, _memory, _Progress, _torch
 from .result import Check, FillInfo, Measured, Seconds, VerifyGroup, VerifyResult, VerifyView, combine
@@ -128,13 +128,13 @@ def _check_inputs(p, batch, device: str, fill: str) -> None:
     from ..engines import get_engine
 
     if fill not in FILLS:
-        raise KvcalcError(f"fill: choose one of {', '.join(FILLS)}, got {fill!r}", param="fill")
+        raise KvcalcError(f"fill: choose one of {', '.join(FILLS)}, got {quote(fill)}", param="fill")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise KvcalcError(f"batch: must be a positive integer, got {batch!r}", param="batch")
+        raise KvcalcError(f"batch: must be a positive integer, got {quote(batch)}", param="batch")
     if not get_engine(p.engine).paged:
         raise KvcalcError("engine: verify allocates an engine's block pool; use the vllm engine", param="engine")
     if device not in ("cpu", "cuda"):
-        raise KvcalcError(f"device: choose cuda or cpu, got {device!r}", param="device")
+        raise KvcalcError(f"device: choose cuda or cpu, got {quote(device)}", param="device")
 
 
 def _fill_backend(p, fill: str, writer, device: str, model):
@@ -389,11 +389,11 @@ def run(model, context: int, *, tp: int = 1, **kw) -> VerifyResult:
     """`kvcalc verify`: one rank in this process, or ``tp`` ranks in their own processes (gathered on rank 0);
     the combined result sums bytes over ranks and passes only when every rank passes."""
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        raise KvcalcError(f"tp: must be a positive integer, got {tp!r}", param="tp")
-    if kw.get("device") == "auto":  # CUDA when torch sees a GPU, else the CPU (the CLI prints the note)
-        from .measure import resolve_device
+        raise KvcalcError(f"tp: must be a positive integer, got {quote(tp)}", param="tp")
+    if kw.get("device") in ("auto", "cuda"):  # auto: CUDA when torch sees a GPU, else the CPU (the CLI prints the
+        from .measure import resolve_device  # note); cuda without one is refused in one line
 
-        kw = dict(kw, device=resolve_device("auto")[0])
+        kw = dict(kw, device=resolve_device(kw["device"])[0])
     if kw.get("device") == "cuda":  # the engine's kernels, and so its layout, are the device's
         from .measure import device_arch
 

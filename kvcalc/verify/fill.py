@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from ..specs import CompressedMLA, CompressorState, FullAttention, IndexerCache, MLALatent, RecurrentState
 from .result import Readback
 
@@ -153,7 +153,7 @@ def plain_records(torch, job, positions):
         x = synth(torch, job.salt, positions, job.extra["entry_bytes"])
         return ((x * 127.0).to(torch.int32) & 0xFF).to(torch.uint8)
     if job.fmt not in PLAIN_DTYPES:
-        raise KvcalcError(f"fill: component {job.component}: no plain writer for format {job.fmt!r}", param="fill")
+        raise KvcalcError(f"fill: component {job.component}: no plain writer for format {quote(job.fmt)}", param="fill")
     x = synth(torch, job.salt, positions, _plain_width(job))
     return x.to(getattr(torch, PLAIN_DTYPES[job.fmt])).contiguous().view(torch.uint8)
 
@@ -301,7 +301,7 @@ def load_backend(name: str, device: str):
     import torch
 
     if name not in ("triton", "torch"):
-        raise KvcalcError(f"writer: choose triton or torch, got {name!r}", param="writer")
+        raise KvcalcError(f"writer: choose triton or torch, got {quote(name)}", param="writer")
     if device == "cpu" and "kvcalc_kernels" not in sys.modules:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 
 FILLS = ("none", "sample", "full")
 
@@ -34,10 +34,17 @@ DEVICES = ("auto", "cuda", "cpu")
 def resolve_device(device) -> tuple[str, str | None]:
     """'auto': CUDA when torch sees a GPU, otherwise the CPU, with a note saying so; 'cuda' and 'cpu' as asked."""
     if not isinstance(device, str) or device not in DEVICES:
-        raise KvcalcError(f"device: choose {', '.join(DEVICES)}, got {device!r}"[:200], param="device")
-    if device != "auto":
+        raise KvcalcError(f"device: choose {', '.join(DEVICES)}, got {quote(device)}"[:200], param="device")
+    if device == "cpu":
         return device, None
     torch = _torch()
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            built = "has no CUDA device visible" if torch.backends.cuda.is_built() or getattr(torch.version, "hip", None) \
+                else "is a CPU build (torch.version.cuda is None)"
+            raise KvcalcError(f"device: cuda asked, but this torch {torch.__version__} {built}; use {{{{device}}}} cpu "
+                              "or auto, or run where torch sees a GPU", param="device")
+        return device, None
     if torch.cuda.is_available():
         return "cuda", None
     return "cpu", ("no CUDA device is visible to torch: verifying on the CPU (allocation and fill only; no GPU "

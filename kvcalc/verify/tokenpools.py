@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ..errors import KvcalcError
+from ..errors import KvcalcError, quote
 from .fill import _V32_WRITERS, SENTINEL, SENTINEL2, TOLERANCES, _salt, gather, scatter, synth
 from .measure import FILLS, _check_room, _copy_bandwidth, _counter, _memory, _Progress, _torch
 from .result import Check, FillInfo, Measured, Readback, Seconds, VerifyGroup, VerifyResult
@@ -70,14 +70,14 @@ class _Run:
 
 def _check_inputs(batch, device: str, fill: str, writer) -> None:
     if fill not in FILLS:
-        raise KvcalcError(f"fill: choose one of {', '.join(FILLS)}, got {fill!r}", param="fill")
+        raise KvcalcError(f"fill: choose one of {', '.join(FILLS)}, got {quote(fill)}", param="fill")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise KvcalcError(f"batch: must be a positive integer, got {batch!r}", param="batch")
+        raise KvcalcError(f"batch: must be a positive integer, got {quote(batch)}", param="batch")
     if device not in ("cpu", "cuda"):
-        raise KvcalcError(f"device: choose cuda or cpu, got {device!r}", param="device")
+        raise KvcalcError(f"device: choose cuda or cpu, got {quote(device)}", param="device")
     if writer not in (None, "torch"):
         raise KvcalcError(f"writer: token pools are filled through the torch reference writers; use {{{{writer}}}} "
-                          f"torch, got {writer!r}", param="writer")
+                          f"torch, got {quote(writer)}", param="writer")
 
 
 def _batch_pools(p, batch: int, model):

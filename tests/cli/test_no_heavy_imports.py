@@ -34,7 +34,7 @@ for argv in (["estimate", "--context", "1M", "--json"], ["estimate", "deepseek-v
              ["check-log", "tests/fixtures/logs/synthetic-sglang-0.5.23-llama-3.1-8b.log"],
              ["sweep", "llama-3.1-8b", "deepseek-v4-pro", "-c", "1k..1M", "--format", "json"],
              ["estimate", "--hf", "tests/fixtures/hf/qwen3-next-80b-a3b.json"],
-             ["decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "-b", "64"],
+             ["decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "--tp", "8", "-c", "128k", "-b", "16"],
              ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1048575"], ["transfer", "qwen3.5-9b", "--engine", "sglang"],
              ["report", "--check"]):
     try:
@@ -66,7 +66,7 @@ SMALL_JOBS = [
     ["capacity", "deepseek-v4-pro", "--gpu", "h200", "--tp", "8", "-p", "fp8"],
     ["capacity", "deepseek-v3.2", "--engine", "sglang", "--gpu", "h200", "--tp", "8"],
     ["check-log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"],
-    ["decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "-b", "64"],
+    ["decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "--tp", "8", "-c", "128k", "-b", "16"],
     ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M", "--allow-long-max-model-len", "--link", "ib-ndr"],
 ]
 

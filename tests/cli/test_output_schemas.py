@@ -126,7 +126,7 @@ CASES = {
         ["decode", "deepseek-v4-pro", "-p", "fp8", "--json"],
         ["decode", "qwen3.5-9b", "-c", "128k", "--batch", "4", "--json"],
         ["decode", "gpt-oss-120b", "-c", "4k", "--json"],
-        ["decode", "deepseek-v4-flash", "-p", "fp8", "--gpu", "b200", "-b", "32", "--json"],
+        ["decode", "deepseek-v4-flash", "-p", "fp8", "--gpu", "b200", "-b", "32", "--tp", "4", "--json"],
         ["decode", "llama-3.1-8b", "-c", "8k", "--gpu", "l4", "--json"],
         ["decode", "llama-3.1-70b", "-c", "8k", "--gpu", "h100", "--tp", "4", "--json"],
     ],

@@ -58,7 +58,8 @@ def test_plot_json_gives_the_numbers_drawn(cli, tmp_path):
     # V4-Pro bf16 at 4,096 tokens, by hand: window 61 x 128 x 1,024; c4a 30 x 1,024 entries x (1,024 + 256);
     # c128a 31 x 32 x 1,024; state 30 x (64 + 16) KiB + 31 x 512 KiB
     at_4k = 61 * 128 * 1024 + 30 * 1024 * 1280 + 31 * 32 * 1024 + 30 * 80 * 1024 + 31 * 512 * 1024
-    assert d["series"] == [{"model": "deepseek-v4-pro", "precision": "bf16",
+    # max_context: the config's max_position_embeddings, 1,048,576 (deepseek-kv-facts.md section 1)
+    assert d["series"] == [{"model": "deepseek-v4-pro", "precision": "bf16", "max_context": 1_048_576,
                             "bytes_per_sequence": [at_4k, 10_353_082_368]}]
     assert d["gpus"][0]["key"] == "h200"
     r = cli("plot", "deepseek-v4-pro", "-p", "fp8", "--layers", "--at", "1M", "-o", str(tmp_path / "l.svg"), "--json")

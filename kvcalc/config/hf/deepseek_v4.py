@@ -3,6 +3,7 @@ in every layer, compressor state, MTP layers."""
 
 from __future__ import annotations
 
+from ...errors import quote
 from .fields import _Fields, _fail
 
 _V4_SRC = "vLLM models/deepseek_v4/compressor.py (overlap = compress_ratio == 4: coff 2, span 2 x ratio)"
@@ -17,7 +18,7 @@ def import_v4(fields: _Fields, mt: str) -> dict:
                     f"with the MTP layers), got {len(ratios) if isinstance(ratios, list) else type(ratios).__name__}")
     for i, r in enumerate(ratios):
         if isinstance(r, bool) or r not in (0, 4, 128):
-            raise _fail(f"{fields.file}: {fields.prefix}compress_ratios[{i}]: {r!r} is not a ratio kvcalc knows "
+            raise _fail(f"{fields.file}: {fields.prefix}compress_ratios[{i}]: {quote(r)} is not a ratio kvcalc knows "
                         "(0: window only, 4: c4a, 128: c128a)")
     hd, rope, window = fields.value("head_dim"), fields.value("qk_rope_head_dim"), fields.value("sliding_window")
     src = fields.src("compress_ratios")

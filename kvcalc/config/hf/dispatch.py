@@ -11,6 +11,7 @@ from typing import Callable
 from .deepseek_v4 import import_v4
 from .falcon_h1 import import_falcon_h1
 from ..schema import CONTEXT_FIELDS, MAX_INT
+from ...errors import quote
 from .fields import _Fields, _fail, _show
 from .gqa import import_gqa, import_mimo
 from .jamba import import_jamba
@@ -87,7 +88,7 @@ def _name_for(fields: _Fields, name: str | None) -> str:
         name = str(raw).rstrip("/").split("/")[-1].lower()
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "imported-model"
     if not _NAME_OK.match(name):
-        raise _fail(f"name: {name!r} is not a usable model name (letters, digits, . _ -; at most 100)")
+        raise _fail(f"name: {quote(name)} is not a usable model name (letters, digits, . _ -; at most 100)")
     return name
 
 
@@ -145,9 +146,9 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
     fields.use_defaults(mt)
     mapper = DISPATCH.get(mt)
     if mt in NOT_IMPORTED:
-        raise _fail(f"{file}: model_type: {mt!r}: {NOT_IMPORTED[mt]}")
+        raise _fail(f"{file}: model_type: {quote(mt)}: {NOT_IMPORTED[mt]}")
     if mapper is None:
-        raise _fail(f"{file}: model_type: {mt!r} is not a family kvcalc imports (supported: {', '.join(SUPPORTED)})")
+        raise _fail(f"{file}: model_type: {quote(mt)} is not a family kvcalc imports (supported: {', '.join(SUPPORTED)})")
     body = mapper(fields, mt)
     nm = _name_for(fields, name)
     out: dict = {"kvcalc": 1, "name": nm, "display_name": nm, "description": body.pop("description")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, quote
 from ..schema import MAX_INT, MAX_LAYERS
 
 
@@ -99,9 +99,7 @@ def _show(v: Any) -> str:
         return f"a {'mapping' if isinstance(v, dict) else 'list'} of {len(v)} entries"
     if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 200:
         return f"an integer of {v.bit_length():,} bits"
-    text = repr(v)
-    text = f"{text[:60]}{'...' if len(text) > 60 else ''}"
-    return text if isinstance(v, str) else f"{type(v).__name__} {text}"
+    return quote(v) if isinstance(v, str) else f"{type(v).__name__} {quote(v)}"
 
 
 def _gqa_precisions(fields: _Fields) -> dict:

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+from ...errors import quote
 from .fields import _fail
 
 MAX_CONFIG_BYTES = 16 << 20
@@ -21,21 +22,21 @@ def locate(arg: str, flag: str = "--hf") -> str:
     try:
         local = arg.endswith(".json") or p.is_dir() or p.exists()
     except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte
-        raise _fail(f"{flag}: {arg[:200]!r} is not a usable path ({getattr(exc, 'strerror', None) or exc})") from None
+        raise _fail(f"{flag}: {quote(arg)} is not a usable path ({getattr(exc, 'strerror', None) or exc})") from None
     if local:
         return arg
     if not _HUB_ID.match(arg):
-        raise _fail(f"{flag}: {arg[:200]!r} is neither a config.json, a folder holding one, nor a hub id org/name")
+        raise _fail(f"{flag}: {quote(arg)} is neither a config.json, a folder holding one, nor a hub id org/name")
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
-        raise _fail(f"{flag}: {arg!r} is not a local file; fetching a hub id needs huggingface_hub "
+        raise _fail(f"{flag}: {quote(arg)} is not a local file; fetching a hub id needs huggingface_hub "
                     "(pip install huggingface_hub), or download its config.json and pass the file") from None
     try:
         return str(hf_hub_download(repo_id=arg, filename="config.json"))
     except Exception as exc:  # offline, gated or missing repo: any failure of the fetch is one line
         detail = " ".join(str(exc).split())[:160]
-        raise _fail(f"{flag}: {arg!r} is not a local file, and fetching it as a Hugging Face hub id failed "
+        raise _fail(f"{flag}: {quote(arg)} is not a local file, and fetching it as a Hugging Face hub id failed "
                     f"({type(exc).__name__}: {detail})") from None
 
 
@@ -51,7 +52,7 @@ def read_config(path: str | Path) -> tuple[dict, str]:
         with open(p, "rb") as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise _fail(f"{str(p)[:200]!r}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        raise _fail(f"{quote(str(p))}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -5,6 +5,7 @@ the MTP step's attention layers."""
 from __future__ import annotations
 
 from ..schema import MAX_LAYERS
+from ...errors import quote
 from .fields import _Fields, _attention, _fail, _hybrid_precisions, _show, _ssm_dtype
 
 
@@ -41,7 +42,7 @@ def _pattern(fields: _Fields) -> tuple[str, str]:
                     "layers_block_type)")
     bad = sorted(set(pat) - set("M*-E"))
     if bad:
-        raise _fail(f"{fields.file}: {fields.prefix}hybrid_override_pattern: layer code {bad[0]!r} unknown "
+        raise _fail(f"{fields.file}: {fields.prefix}hybrid_override_pattern: layer code {quote(bad[0])} unknown "
                     "(M Mamba-2, * attention, - MLP, E MoE)")
     return pat, fields.src("hybrid_override_pattern")
 
@@ -67,7 +68,7 @@ def _mtp(fields: _Fields) -> dict | None:
     if not n:
         return None
     return {"layers": n, "kind": "attention",
-            "source": f"{fields.src('num_nextn_predict_layers')} {steps} x the attention layers of {where} ({pat!r})"}
+            "source": f"{fields.src('num_nextn_predict_layers')} {steps} x the attention layers of {where} ({quote(pat)})"}
 
 
 def import_nemotron_h(fields: _Fields, mt: str) -> dict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, quote
 from ..buffers import Buffer
 
 #: the record formats written through the reference quantiser (kvcalc_kernels' names); anything else is plain
@@ -71,7 +71,7 @@ def _buffer(index: int, comp, rows: list, context: int, batch: int) -> dict:
         dtype, size = PLAIN[c.format]
         dtype, width, fmt, cols = dtype, row_bytes // size, "plain", row_bytes // size
     else:
-        raise KvcalcError(f"engine exact: verify has no writer for component {c.name}'s format {c.format!r}")
+        raise KvcalcError(f"{{{{engine}}}} exact: verify has no writer for component {c.name}'s format {quote(c.format)}")
     per = 1 if fixed else entries
     window = getattr(comp, "window", None)
     first = context - entries if (not fixed and window is not None and entries < context) else 0
@@ -108,5 +108,5 @@ def _group_of(plan, comp_name: str) -> int:
     for g in plan.groups:
         if any(c == comp_name for _, c in g.members):
             return g.index
-    raise KvcalcError(f"engine exact: component {comp_name} is in no group of the plan")
+    raise KvcalcError(f"{{{{engine}}}} exact: component {comp_name} is in no group of the plan")
 

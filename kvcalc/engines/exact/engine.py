@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, quote
 from ...pool import GroupKind, Layout, PlanGroup, PlanPage, PoolPlan
 from ..base import Engine, fraction_budget
 from .options import OPTIONS, SUMMARY
@@ -23,7 +23,7 @@ class Settings:
         from .buffers import BASES
 
         if self.basis not in BASES:
-            raise KvcalcError(f"basis: choose {' or '.join(BASES)}, got {self.basis!r}"[:200], param="basis")
+            raise KvcalcError(f"basis: choose {' or '.join(BASES)}, got {quote(self.basis)}"[:200], param="basis")
 
 
 class ExactEngine(Engine):
@@ -71,6 +71,24 @@ class ExactEngine(Engine):
         return PoolPlan("exact", "", job.model.name, job.precision.name, job.context, job.settings, {}, Layout.EXACT,
                         "one byte per block, no paging", 0, groups, 1, 0, job.total, (),
                         lambda ctx: (sum(job.analytic_at(ctx).values()),), detail=shareable)
+
+    def fit(self, plans: list, pool: int, settings, parallel):
+        """Requests whose exact bytes fit in ``pool``: the pool's bytes // a request's, on the fullest stage. Its
+        table is the caches a request holds (no blocks, pages or padding: there are none)."""
+        from dataclasses import replace
+
+        from ...units import format_bytes
+
+        fit = super().fit(plans, pool, settings, parallel)
+        p = max(plans, key=lambda q: q.analytic_bytes)
+        heads = ("cache", "layers", "one layer", "a request holds")
+        rows = tuple((g.label, f"{len(g.layers)}", format_bytes(g.analytic_bytes // max(len(g.layers), 1)),
+                      format_bytes(g.analytic_bytes)) for g in p.groups)
+        rows += (("total", "", "", format_bytes(p.analytic_bytes)),)
+        line = (f"One request at {p.context:,} tokens holds {format_bytes(p.analytic_bytes)} ({p.analytic_bytes:,} B) "
+                f"exactly: no blocks, pages or padding; {pool:,} B of pool // {p.analytic_bytes:,} B = "
+                f"{pool // max(p.analytic_bytes, 1):,} request(s).")
+        return replace(fit, table=(heads, rows), lines=(line,))
 
     def workload_room(self, p, pool: int, fit) -> int:
         return pool

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..options import Option
 
+TITLE = "exact"
 SUMMARY = "exact bytes, no paging: every request reserves what `kvcalc estimate` counts"
 OPTIONS = (
     Option("gpu_memory_utilization", "--gpu-memory-utilization", "Fraction of each GPU's total memory the "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, quote
 from ...specs import CompressedMLA, IndexerCache, SlidingWindowMLA
 from .defaults import VERSION, Settings
 from .sizing import swa_pool_tokens
@@ -117,13 +117,13 @@ def v4_layout(model, precision: str, settings: Settings, stage_layers, attn_dp: 
             elif isinstance(comp, IndexerCache):
                 idx = comp.dim
         if r not in (0, 4, 128):
-            raise KvcalcError(f"engine sglang: compress ratio {r} is not modelled for SGLang {VERSION}'s DeepSeek V4 "
+            raise KvcalcError(f"{{{{engine}}}} sglang: compress ratio {r} is not modelled for SGLang {VERSION}'s DeepSeek V4 "
                               "pools (ratios 1 and 2 are V4.1's)")
         ratios.append(r)
         ids.append(i)
     if precision not in ("fp8", None):
         raise KvcalcError(f"precision: kvcalc models SGLang {VERSION}'s DeepSeek V4 pools in fp8_e4m3 only (its "
-                          f"kv-cache dtype auto for DeepseekV4ForCausalLM), got {precision!r}", param="precision")
+                          f"kv-cache dtype auto for DeepseekV4ForCausalLM), got {quote(precision)}", param="precision")
     notes = ()
     page = V4_PAGE  # arg_groups/model_overrides/deepseek_v4.py declares it on CUDA whatever was asked
     if settings.page_size not in (None, V4_PAGE):
@@ -165,7 +165,7 @@ def size_v4(lay: V4Layout, rest_gib: float, settings: Settings) -> V4Sizing:
     # full token the SWA pool is 0 and that check refuses first
     swa = swa_pool_tokens(lay, full)
     if lay.window + lay.page >= swa:
-        raise KvcalcError(f"engine sglang: SWA pool ({swa} tokens) cannot hold even one request: the prefill "
+        raise KvcalcError(f"{{{{engine}}}} sglang: SWA pool ({swa} tokens) cannot hold even one request: the prefill "
                           f"admission floor is sliding_window_size ({lay.window}) + page_size ({lay.page}). Increase "
                           "{{swa_full_tokens_ratio}} or the total KV budget.")
     mrr = min(lay.mrr_per_worker, full // 2)  # a declared cap: min(cap // attn_dp, T // 2)

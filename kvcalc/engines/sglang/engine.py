@@ -41,8 +41,14 @@ class SglangBudget(Budget):
         rest = free - pre * (1 - self.mem_fraction_static) - self.multimodal_gib
         if rest <= 0:
             minimum = 1 - free / pre
+            if -(-minimum * 1000 // 1) / 1000 >= 1:  # no fraction can: SGLang's advice would ask for more than all
+                raise KvcalcError(
+                    f"{{{{engine}}}} sglang: the weights, {weights / GIB:.2f} GiB a GPU, leave no GPU memory for the KV "
+                    f"cache at any {{{{mem_fraction_static}}}} (the device reports {self.device_bytes / GIB:.2f} GiB); "
+                    f"more GPUs are needed: a larger {{{{tp}}}} (or {{{{pp}}}}) splits the weights. (SGLang {VERSION} "
+                    "refuses to start here too.)")
             raise KvcalcError(
-                f"engine sglang: Loaded weights leave no GPU memory for the KV cache under {{{{mem_fraction_static}}}}="
+                f"{{{{engine}}}} sglang: Loaded weights leave no GPU memory for the KV cache under {{{{mem_fraction_static}}}}="
                 f"{self.mem_fraction_static}. Raise {{{{mem_fraction_static}}}} above {-(-minimum * 1000 // 1) / 1000:.3f} "
                 f"(minimum viable = 1 - available/pre = {minimum:.4f}). (SGLang {VERSION} refuses to start here too.)")
         return int(rest * GIB)
@@ -76,7 +82,7 @@ class SglangEngine(Engine):
 
     def context_refusal(self, spec, context: int, derived: int) -> str:
         """configs/model_config.py _derive_context_length: refused unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN."""
-        return (f"engine sglang: User-specified context_length ({context}) is greater than the derived "
+        return (f"{{{{engine}}}} sglang: User-specified context_length ({context}) is greater than the derived "
                 f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. To allow "
                 f"overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 "
                 f"({{{{allow_overwrite_longer_context_len}}}} here).")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..options import Option
 from .defaults import VERSION
 
+TITLE = f"SGLang {VERSION}"
 SUMMARY = (f"SGLang {VERSION} on CUDA: token pools sized from mem_fraction_static, split SWA and Mamba state "
            "pools, max_running_requests")
 

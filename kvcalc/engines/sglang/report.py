@@ -127,7 +127,7 @@ def fit(engine, plans, pool: int, settings, parallel) -> Fit:
     fits = min(limits.values())
     binding = min(limits, key=lambda k: limits[k])
     lines = [f"SGLang would log: {line}" for line in _log_lines(lay, z, pools, L, chunk)]
-    lines += _why(lay, z, pool, L, limits, binding)
+    lines += _why(lay, z, pool, L, limits, binding, settings.attn_dp)
     notes = []
     if z.max_total_num_tokens < L:
         notes.append(f"SGLang {VERSION} warns: KV pool holds {z.max_total_num_tokens} tokens, fewer than "
@@ -167,7 +167,7 @@ def _table(pools: list[dict]) -> tuple:
                    f"{x['tokens']:,}" if x["tokens"] is not None else "-", format_bytes(x["bytes"])) for x in pools))
 
 
-def _why(lay: S.Layout, z: S.Sizing, pool: int, L: int, limits: dict, binding: str) -> list[str]:
+def _why(lay: S.Layout, z: S.Sizing, pool: int, L: int, limits: dict, binding: str, attn_dp: int = 1) -> list[str]:
     cell = lay.cell
     parts = []
     if lay.full_layers:
@@ -191,8 +191,8 @@ def _why(lay: S.Layout, z: S.Sizing, pool: int, L: int, limits: dict, binding: s
                    f"(window {lay.window} + page {lay.page} is its floor); a request keeps at most "
                    f"{S.swa_tokens_per_request(lay, L):,} of them.")
     each = ", ".join(f"{k} {v:,}" for k, v in limits.items())
-    out.append(f"Requests of {L:,} tokens per replica (an attention-DP worker with DP attention): {each}; the "
-               f"{binding} binds.")
+    who = f"per attention-DP worker ({attn_dp} of them share the tp GPUs)" if attn_dp > 1 else "per replica"
+    out.append(f"Requests of {L:,} tokens {who}: {each}; the {binding} binds.")
     return out
 
 

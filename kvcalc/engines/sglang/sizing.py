@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, quote
 from ...specs import (ChunkedAttention, FullAttention, IndexerCache, MLALatent, RecurrentState,
                      SlidingWindowAttention)
 from ...units import GIB, format_bytes
@@ -40,7 +40,7 @@ PRECISION_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8_e4m3"}
 
 
 def refuse(message: str) -> KvcalcError:
-    return KvcalcError(f"engine sglang: {message}")
+    return KvcalcError(f"{{{{engine}}}} sglang: {message}")
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def _kv_dtype(model, precision: str | None, dsa: bool) -> str:
         return "bfloat16"
     name = PRECISION_DTYPES.get(precision)
     if name is None:
-        raise KvcalcError(f"precision: SGLang {VERSION}'s --kv-cache-dtype has no {precision!r} for the KV cache "
+        raise KvcalcError(f"precision: SGLang {VERSION}'s --kv-cache-dtype has no {quote(precision)} for the KV cache "
                           f"(kvcalc maps {', '.join(f'{k} to {v}' for k, v in PRECISION_DTYPES.items())})",
                           param="precision")
     if dsa and name not in ("bfloat16", "fp8_e4m3"):
@@ -137,7 +137,7 @@ def _check_kinds(model) -> None:
     for comp in model.components.values():
         if comp.kind == "linear_attention" or (
                 isinstance(comp, RecurrentState) and comp.kind not in ("mamba2", "gated_deltanet")):
-            raise refuse(f"cache kind {comp.kind!r} (component {comp.name}) is not modelled for SGLang {VERSION}")
+            raise refuse(f"cache kind {quote(comp.kind)} (component {comp.name}) is not modelled for SGLang {VERSION}")
         if isinstance(comp, IndexerCache) and comp.ratio != 1:
             raise refuse(f"indexer {comp.name} with ratio {comp.ratio} is not modelled for SGLang {VERSION}")
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from ...config.schema import CONTEXT_FIELDS
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, quote
 from ...specs import GatedDeltaNetState
 from ...units import GIB
 
@@ -157,7 +157,7 @@ class Settings:
                               f"must be greater than or equal to max_num_seqs ({self.max_num_seqs}).",
                               param="max_num_seqs")
         if self.gdn_prefill_backend not in GDN_PREFILL_BACKENDS:
-            raise KvcalcError(f"gdn_prefill_backend: choose flashinfer or triton, got {self.gdn_prefill_backend!r}"[:200],
+            raise KvcalcError(f"gdn_prefill_backend: choose flashinfer or triton, got {quote(self.gdn_prefill_backend)}"[:200],
                               param="gdn_prefill_backend")
 
     @property

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...errors import KvcalcError
 from ...pool import GroupKind
 from ..base import Engine, even_stages, fraction_budget
 from .defaults import (NAME, VERSION, Settings, default_gdn_prefill_backend,
@@ -121,7 +120,7 @@ class VllmEngine(Engine):
 
         key = derived_len_and_key(spec)[1] or "max_position_embeddings"
         mml = spec.context_fields.get("model_max_length")
-        return (f"engine vllm: User-specified max_model_len ({context}) is greater than the derived max_model_len "
+        return (f"{{{{engine}}}} vllm: User-specified max_model_len ({context}) is greater than the derived max_model_len "
                 f"({key}={float(derived)} or model_max_length={mml} in model's config.json). To allow "
                 f"overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
                 f"({{{{allow_long_max_model_len}}}} here).")

@@ -82,7 +82,7 @@ def _packed(specs: list[LayerSpec]) -> list[list[LayerSpec]]:
     floor = max((_max_layers_per_page(b) for b, by_page, bal in info if bal and len(by_page) > 1), default=0)
     repeats = _approximate_gcd([_max_layers_per_page(b) for b, _, bal in info if bal], floor) if floor else None
     if repeats is None:  # pragma: no cover - needs a packed model without a mixed balanced bucket
-        raise KvcalcError("engine vllm: this layer mix takes a state-bucket split kvcalc does not model")
+        raise KvcalcError("{{engine}} vllm: this layer mix takes a state-bucket split kvcalc does not model")
     groups = []
     for b, by_page, bal in info:
         n = -(-_max_layers_per_page(b) // repeats) if bal else 1
@@ -111,7 +111,7 @@ def _uniform_page(specs: list[LayerSpec]) -> tuple[list[list[LayerSpec]], str, i
                 unified.append(replace(s, padded_page=target))
             else:
                 raise KvcalcError(
-                    f"engine vllm: page sizes {sorted(pages)} cannot be unified: vLLM {VERSION} pads only non-MLA "
+                    f"{{{{engine}}}} vllm: page sizes {sorted(pages)} cannot be unified: vLLM {VERSION} pads only non-MLA "
                     "attention pages (unify_kv_cache_spec_page_size raises NotImplementedError here)"
                 )
         specs = unified

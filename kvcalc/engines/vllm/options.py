@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..options import Option
 from .defaults import DEFAULT_ASYNC_SCHEDULING, DEFAULT_PREFIX_CACHING, INDEXER_DTYPES, VERSION
 
+TITLE = f"vLLM {VERSION}"
 SUMMARY = f"vLLM {VERSION} on CUDA: paged blocks in one shared pool, groups, window admission"
 
 #: the largest block size and step budget kvcalc takes (a typo guard, not a vLLM limit)

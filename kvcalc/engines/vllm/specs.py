@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, quote
 from ...formats import FORMATS, StorageFormat
 from ...specs import (
     CacheSpec,
@@ -105,7 +105,7 @@ class _Ctx:
 
 def _full(c: FullAttention, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
     if fmt.name.startswith("lmdeploy_"):
-        raise KvcalcError(f"engine vllm: {fmt.name} is LMDeploy's KV layout (scale and zero point per head); vLLM "
+        raise KvcalcError(f"{{{{engine}}}} vllm: {fmt.name} is LMDeploy's KV layout (scale and zero point per head); vLLM "
                           f"{VERSION} has no such KV dtype (its int8/int4_per_token_head keep one fp32 scale); use "
                           "the exact engine")
     if isinstance(c, ChunkedAttention):
@@ -196,7 +196,7 @@ def mla_backend(settings: Settings, quantized: bool, sparse: bool) -> tuple[str,
         names = {9: "FLASHMLA_SPARSE" if quantized else "FLASH_ATTN_MLA_SPARSE",
                  10: "FLASHINFER_MLA_SPARSE" if quantized else "FLASHMLA_SPARSE", 12: "FLASHINFER_MLA_SPARSE_SM120"}
         if sm not in names:
-            raise KvcalcError(f"engine vllm: vLLM {VERSION} has no sparse MLA backend for DeepSeek DSA on "
+            raise KvcalcError(f"{{{{engine}}}} vllm: vLLM {VERSION} has no sparse MLA backend for DeepSeek DSA on "
                               f"{settings.arch} (FlashAttention and FlashMLA sparse need compute capability 9 or 10, "
                               "FlashInfer's 9, 10 or 12): \"No valid attention backend found\"")
         return names[sm], (FLASHMLA_BLOCK,), FLASHMLA_BLOCK
@@ -211,7 +211,7 @@ def mla_backend(settings: Settings, quantized: bool, sparse: bool) -> tuple[str,
 def _rule(comp: CacheSpec, mla: tuple | None = None):
     if comp.kind == "linear_attention":  # MiniMax-Text-01 / M1: vLLM removed them in 0.23
         raise KvcalcError(
-            f"engine vllm: cache kind 'linear_attention' (component {comp.name}) is not modelled for vLLM "
+            f"{{{{engine}}}} vllm: cache kind 'linear_attention' (component {comp.name}) is not modelled for vLLM "
             f"{VERSION}, which no longer runs MiniMax-Text-01 / M1 (removed in 0.23); use the exact engine"
         )
     for cls, fn, sizes, preferred in _RULES:
@@ -224,7 +224,7 @@ def _rule(comp: CacheSpec, mla: tuple | None = None):
                 return fn, mla[1], mla[2]
             return fn, sizes, preferred
     raise KvcalcError(
-        f"engine vllm: cache kind {comp.kind!r} (component {comp.name}) is not modelled for vLLM {VERSION}; "
+        f"{{{{engine}}}} vllm: cache kind {quote(comp.kind)} (component {comp.name}) is not modelled for vLLM {VERSION}; "
         "use the exact engine"
     )
 
@@ -247,7 +247,7 @@ def cache_block_size(comps: list[CacheSpec], requested: int | None, mla: tuple |
         elif sizes:
             fixed.update(sizes)
     if len(fixed) > 1:
-        raise KvcalcError(f"engine vllm: the model's caches need incompatible block sizes {sorted(fixed)}")
+        raise KvcalcError(f"{{{{engine}}}} vllm: the model's caches need incompatible block sizes {sorted(fixed)}")
     if requested is not None:
         # v1/attention/backend.py supports_block_size: with hybrid blocks a block need only be a multiple of the
         # kernel's block ("even if the kernel requires a fixed block_size"); so 128 passes FlashMLA's [64]
@@ -270,7 +270,7 @@ def cache_block_size(comps: list[CacheSpec], requested: int | None, mla: tuple |
     if fixed:
         (size,) = fixed
         if size % multiple:
-            raise KvcalcError(f"engine vllm: block sizes {size} and multiples of {multiple} do not meet")
+            raise KvcalcError(f"{{{{engine}}}} vllm: block sizes {size} and multiples of {multiple} do not meet")
         return size
     return multiple
 
@@ -286,13 +286,13 @@ def layer_specs(model, precision, settings: Settings, mtp: bool = False, kv_head
             and any(type(c) is FullAttention for c in used):
         # model_executor/models/qwen2.py Qwen2Model (Qwen3Model is one): mixed layer types need
         # max_window_layers == num_hidden_layers, which then cannot mix
-        raise KvcalcError(f"engine vllm: vLLM {VERSION} refuses {model.name}: \"Sliding window for some but all "
+        raise KvcalcError(f"{{{{engine}}}} vllm: vLLM {VERSION} refuses {model.name}: \"Sliding window for some but all "
                           "layers is not supported\" (a Qwen2 / Qwen3 model whose max_window_layers is less than its "
                           "layers)")
     if any(isinstance(c, CompressedMLA) for c in used) and settings.sm_major not in (None, 9, 10, 12):
         # models/deepseek_v4/nvidia/model.py picks the FlashMLA class (kernels for major 9 or 10, sparse_mla.py),
         # the FlashInfer SM120 class on major 12; nothing checks it at start-up, but no V4 kernel runs elsewhere
-        raise KvcalcError(f"engine vllm: vLLM {VERSION}'s DeepSeek V4 kernels need compute capability 9, 10 or 12 "
+        raise KvcalcError(f"{{{{engine}}}} vllm: vLLM {VERSION}'s DeepSeek V4 kernels need compute capability 9, 10 or 12 "
                           f"(FlashMLA sparse, FlashInfer SM120); {settings.arch} has none")
     mla = _mla_of(used, precision, settings)
     block = cache_block_size(used, settings.block_size, mla)
@@ -301,7 +301,7 @@ def layer_specs(model, precision, settings: Settings, mtp: bool = False, kv_head
     page, blocks = None, None
     if states:
         if mtp:
-            raise KvcalcError(f"engine vllm: speculative decoding adds state blocks per draft token "
+            raise KvcalcError(f"{{{{engine}}}} vllm: speculative decoding adds state blocks per draft token "
                               f"(num_speculative_tokens) to {states[0].name}; not modelled with {{{{mtp}}}}")
         block, page = align_hybrid([c for c in used if not isinstance(c, RecurrentState)], states, precision,
                                     settings, block, kv_heads_divisor)
@@ -329,7 +329,7 @@ def _dsa_row(mla: tuple, fmt, settings: Settings):
     fp8_ds_mla: flashinfer_mla_sparse.py)."""
     name = mla[0]
     if name == "FLASHINFER_MLA_SPARSE_SM120" and fmt is not None and fmt.value_bits >= 16:
-        raise KvcalcError(f"engine vllm: vLLM {VERSION}'s DSA backend on {settings.arch} "
+        raise KvcalcError(f"{{{{engine}}}} vllm: vLLM {VERSION}'s DSA backend on {settings.arch} "
                           "(FLASHINFER_MLA_SPARSE_SM120) stores fp8_ds_mla only and refuses a bf16 cache; use "
                           "{{precision}} fp8")
     if name in ("FLASHINFER_MLA_SPARSE", "ROCM_AITER_MLA_SPARSE") and fmt is not None and fmt.name == "fp8_ds_mla":

@@ -158,9 +158,17 @@ def test_what_sglang_does_not_run_is_refused_with_its_version():
 
 
 def test_no_memory_after_the_weights_is_sglangs_refusal(cli):
+    # 131.42 GiB of weights on one 79.65 GiB H100: no --mem-fraction-static can make room (SGLang's own advice
+    # would ask for one above 1); the refusal says what can: more GPUs
     r = cli("capacity", "llama-3.1-70b", "--engine", "sglang", "--gpu", "h100", "-c", "8k")
-    assert r.code == 2 and "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.83" in r.err
-    assert "Raise --mem-fraction-static above" in r.err and r.err.count("\n") == 1
+    assert r.code == 2 and r.err.count("\n") == 1 and "above" not in r.err
+    assert "the weights, 131.42 GiB a GPU, leave no GPU memory for the KV cache at any --mem-fraction-static" in r.err
+    assert "a larger --tp (or --pp) splits the weights" in r.err
+    # on a 140.40 GiB H200 they fit, but not under the default fraction: SGLang's advice is one that can work,
+    # 1 - 8.98 / 140.40 = 0.936 (SGLang's all-reduced free memory in GiB floats)
+    r = cli("capacity", "llama-3.1-70b", "--engine", "sglang", "--gpu", "h200", "-c", "8k")
+    assert r.code == 2 and "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=" in r.err
+    assert "Raise --mem-fraction-static above 0.937" in r.err and r.err.count("\n") == 1
 
 
 def test_engines_side_by_side(cli):
