@@ -30,15 +30,6 @@ def q3n(**settings):
                     parallel=Parallel(tp=2)).fit.json
 
 
-def test_the_default_is_extra_buffer_with_the_overlap_scheduler():
-    assert SLOT == 38_633_472 and SLOTS == 525 and TOKENS == 1_841_509
-    j = q3n()
-    # auto -> extra_buffer (overrides.py _mamba_radix_cache_resolution: the overlap scheduler is on and
-    # Qwen3NextForCausalLM supports it): 3 + 2 tracking slots (allocation_sizing.py get_mamba_tracking_slots)
-    assert j["max_mamba_cache_size"] == SLOTS and j["max_total_num_tokens"] == TOKENS
-    assert j["max_running_requests"] == 525 // 5 == 105
-
-
 @pytest.mark.parametrize("settings, slots", [
     # auto without the overlap scheduler resolves to no_buffer (page 1): 3 slots
     ({"disable_overlap_schedule": True}, 3),
@@ -48,7 +39,6 @@ def test_the_default_is_extra_buffer_with_the_overlap_scheduler():
     ({"disable_overlap_schedule": True, "page_size": 64}, 4),
     # the lazy variant defers its second tracking slot: 3 + 1
     ({"mamba_radix_cache_strategy": "extra_buffer_lazy"}, 4),
-    ({"mamba_radix_cache_strategy": "extra_buffer"}, 5),
     # no radix cache: _calculate_mamba_ratio returns 1, whatever the strategy
     ({"disable_radix_cache": True}, 1),
     ({"disable_radix_cache": True, "mamba_radix_cache_strategy": "no_buffer"}, 1),
@@ -63,7 +53,12 @@ def test_the_state_slots_a_running_request_holds(settings, slots):
 
 
 def test_up_to_5x_the_requests_and_1_8x_the_tokens():
+    assert SLOT == 38_633_472 and SLOTS == 525 and TOKENS == 1_841_509
     base = q3n()
+    # the default: auto -> extra_buffer (overrides.py _mamba_radix_cache_resolution: the overlap scheduler is on
+    # and Qwen3NextForCausalLM supports it), 3 + 2 tracking slots (allocation_sizing.py get_mamba_tracking_slots)
+    assert base["max_mamba_cache_size"] == SLOTS and base["max_total_num_tokens"] == TOKENS
+    assert base["max_running_requests"] == 525 // 5 == 105
     # no radix cache: 525 // 1 = 525 requests, 5x the default 105
     assert q3n(disable_radix_cache=True)["max_running_requests"] == 525 == 5 * base["max_running_requests"]
     # and with --max-running-requests 64 the state pool holds just those (_handle_max_mamba_cache: max(1, 64 //
