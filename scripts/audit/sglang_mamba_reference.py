@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Independent reference for SGLang 0.5.23's Mamba state options (and DeepSeek V4's bf16 KV pool).
+"""Independent reference for SGLang 0.5.23's Mamba state options (and DeepSeek V4's KV dtypes).
 
 Runs SGLang's OWN server-argument resolution and state-pool sizing on the CPU, in a scratch venv that sees the
 CPU torch (`python -m venv --system-site-packages /work/scratch/venv-sgl`, then `pip install --no-deps
@@ -15,7 +15,8 @@ What is SGLang's code here and what is ours:
     the model's own state shape (mambaish_config(model_config).mamba2_cache_params.mamba_cache_per_req: configs/
     qwen3_next.py, nemotron_h.py, mamba_utils.py), KVCacheConfigurator._calculate_mamba_ratio,
     _handle_max_mamba_cache and resolve_max_num_reqs (called unbound on a stub holding only the fields they read);
-    deepseek_v4_memory_pool.py DeepSeekV4SingleKVPool at bf16 and fp8.
+    DeepSeek-V4-Flash's resolution at each --kv-cache-dtype and deepseek_v4_memory_pool.py DeepSeekV4TokenToKVPool
+    built at the resolved dtype.
   * ours: the platform facts (override_platform: CUDA, SM90 or SM100), the rank placement (world rank 0), the
     stub's fields (pp_size, attn_dp_size, model_config.context_len, no speculative decoding, no ReplaySSM), the
     budget handed to _handle_max_mamba_cache (rest_gib), and the token count handed to resolve_max_num_reqs
@@ -135,7 +136,7 @@ def platform(sm: int) -> dict:
                 device_sm=sm, device_capability=(sm // 10, 0))
 
 
-def resolve(model_dir: Path, sm: int, kw: dict):
+def resolve(model_dir: Path, sm: int, kw: dict, tp: int = TP):
     """SGLang's resolution of one command line: (the resolved record's view, None) or (None, the refusal)."""
     from sglang.srt.arg_groups.model_override_base import resolved_view
     from sglang.srt.runtime_context import override_platform
@@ -144,7 +145,7 @@ def resolve(model_dir: Path, sm: int, kw: dict):
     with override_platform(**platform(sm)), mock.patch("torch.cuda.get_device_capability",
                                                       return_value=(sm // 10, 0)), \
             mock.patch("torch.cuda.is_available", return_value=True):
-        sa = ServerArgs(model_path=str(model_dir), tp_size=TP, **kw)
+        sa = ServerArgs(model_path=str(model_dir), tp_size=tp, **kw)
         try:
             sa.resolve_once()
             sa.check_server_args()  # entrypoints/engine.py runs it next (validation_hook.py check_server_args)
@@ -193,23 +194,47 @@ def sizing(sa, sm: int, cell: int, context: int) -> dict:
         return out
 
 
-def v4_bf16_probe() -> dict:
-    """DeepSeekV4SingleKVPool (the SWA and compressed pools of DeepSeekV4TokenToKVPool) at fp8 and bf16."""
+def v4_kv_dtype_probe(tmp: Path) -> dict:
+    """DeepSeek-V4-Flash at each --kv-cache-dtype: SGLang's resolution (overrides.py _deepseek_v4_kv_cache_dtype and
+    the V4 overrides), then DeepSeekV4TokenToKVPool built at the resolved dtype on the CPU with small sizes (SWA
+    1,024 tokens, 512 c4 / 16 c128 entries, 43 layers: 2 window-only, 20 c4 / c128 pairs, 1 window-only)."""
+    import traceback
+
     import torch
-    from sglang.srt.mem_cache.deepseek_v4_memory_pool import DeepSeekV4SingleKVPool
 
+    from sglang.srt.runtime_context import SpawnRanks, override_platform, publish
+
+    d = tmp / "deepseek-v4-flash"
+    d.mkdir()
+    (d / "config.json").write_text((ROOT / "tests/fixtures/hf/deepseek-v4-flash.json").read_text())
+    torch_dtype = {"bfloat16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
     out = {}
-    for name, dt in (("fp8_e4m3", torch.float8_e4m3fn), ("bfloat16", torch.bfloat16)):
-        try:
-            p = DeepSeekV4SingleKVPool(512, 256, dt, 448, 64, 2, "cpu", False, global_page_size=256)
-            out[name] = {"store_dtype": str(p.store_dtype), "shape": list(p.kv_buffer[0].shape),
-                         "bytes_per_token": p.get_bytes_per_token()}
-        except AssertionError as e:
-            import traceback
+    for dt in ("fp8_e4m3", "bfloat16", "float16"):
+        sa, view, refused = resolve(d, 90, {"kv_cache_dtype": dt}, tp=1)
+        if refused:
+            out[dt] = {"refused": refused, "at": "resolution"}
+            continue
+        rec = {"resolved": {k: getattr(view, k) for k in ("kv_cache_dtype", "page_size", "swa_full_tokens_ratio",
+                                                          "max_running_requests", "dsv4_attn_backend")}}
+        with override_platform(**platform(90)):
+            publish(sa, role="test", ranks=SpawnRanks(world_rank=0))
+            from sglang.srt.mem_cache.deepseek_v4_memory_pool import DeepSeekV4TokenToKVPool
 
-            tb = traceback.extract_tb(e.__traceback__)[-1]
-            out[name] = {"refused": f"AssertionError: {e}",
-                         "at": f"{tb.filename.split('site-packages/')[-1]}:{tb.lineno}: {tb.line}"}
+            ratios = [0, 0] + [4, 128] * 20 + [0]
+            try:
+                pool = DeepSeekV4TokenToKVPool(
+                    max_num_reqs=2, swa_size=1024, c4_size=512, c128_size=16, c4_state_pool_size=32,
+                    c128_state_pool_size=384, page_size=256, swa_page_size=256, dtype=torch_dtype[dt],
+                    c4_state_dtype=torch.float32, c128_state_dtype=torch.float32, qk_nope_head_dim=448,
+                    qk_rope_head_dim=64, indexer_head_dim=128, layer_num=len(ratios), device="cpu",
+                    enable_memory_saver=False, compression_ratios=ratios, sliding_window=128)
+                buf = pool.swa_kv_pool.kv_buffer[0]
+                rec["swa_kv_buffer"] = {"shape": list(buf.shape), "dtype": str(buf.dtype)}
+            except AssertionError as e:
+                tb = traceback.extract_tb(e.__traceback__)[-1]
+                rec["refused"] = f"AssertionError: {e}"
+                rec["at"] = f"{tb.filename.split('site-packages/')[-1]}:{tb.lineno}: {tb.line}"
+        out[dt] = rec
     return out
 
 
@@ -252,13 +277,14 @@ def main() -> None:
                     cases.append(case)
                     if refused:
                         break  # the sizing variants do not change a refusal of the flags themselves
+        v4 = v4_kv_dtype_probe(Path(tmp))
     out = {"generated_by": "scripts/audit/sglang_mamba_reference.py", "sglang_version": sglang.__version__,
            "torch_version": torch.__version__,
            "assumptions": ["CUDA (override_platform), SM90 = H100/H200, SM100 = B200; tp 2, world rank 0",
                            "no speculative decoding, no ReplaySSM, the default triton linear-attention backend",
                            "rest_gib is the budget _handle_max_mamba_cache receives (after the weights)",
                            "the token count handed to resolve_max_num_reqs is int(available // cell) on the page"],
-           "num_cases": len(cases), "dsv4_single_kv_pool": v4_bf16_probe(), "cases": cases}
+           "num_cases": len(cases), "dsv4_kv_cache_dtype": v4, "cases": cases}
     Path(args.out).write_text(json.dumps(out, separators=(",", ":")) + "\n")
     print(f"{len(cases)} cases -> {args.out}")
 
