@@ -53,6 +53,7 @@ class V4Layout:
     kind: str = "dsv4"
     layer_ids: tuple[int, ...] = ()  # the model layer of each entry of ``ratios``
     notes: tuple[str, ...] = ()
+    radix: bool = True  # the radix cache (--disable-radix-cache: no prefix is shared; the pools are the ratio mode's)
 
     def n(self, ratio: int) -> int:
         return self.ratios.count(ratio)

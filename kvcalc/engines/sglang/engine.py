@@ -133,6 +133,8 @@ class SglangEngine(Engine):
             from .dsv4 import v4_layout
 
             lay = v4_layout(job.model, job.precision_asked, s, job.stage_layers, s.attn_dp)
+            # handle_mamba_radix_cache runs for every model: an extra_buffer strategy is refused here too
+            lay = replace(lay, radix=S.mamba_cache(job.model.architecture, s, False, s.page_size, False).radix)
             _check_chunk(s, lay.page)
             return _v4_plan(job, lay)
         # --kv-cache-dtype auto is the model dtype (the config's default precision; DSA on Hopper: bf16 too)

@@ -210,3 +210,23 @@ def test_transfer_moves_the_pages_the_strategy_picks_on_blackwell():
 
     assert units() == [8001, 1]
     assert units(mamba_radix_cache_strategy="extra_buffer") == [-(-8001 // 64), 1] == [126, 1]
+
+
+def test_deepseek_v4_takes_the_strategy_refusal_and_shares_no_prefix_without_the_radix_cache(cli):
+    # handle_mamba_radix_cache runs for every model, DeepSeek V4 too: an extra_buffer strategy needs Mamba state
+    err = _refusal(cli, "deepseek-v4-flash", "-c", "128k", "--mamba-radix-cache-strategy", "extra_buffer")
+    assert '"--mamba-radix-cache-strategy extra_buffer needs mamba state, got DeepseekV4ForCausalLM."' in err
+
+    # DeepSeek V4's pools stay the ratio mode's (the override's 0.1 counts as the operator's), but the radix cache
+    # off shares no prefix: a request of 8,192 tokens holds all of its 8,192 (32 pages of 256), not 8,192 - 2,048
+    def v4(**s):
+        return capacity("deepseek-v4-flash", 131072, engine="sglang", kv_memory=40 * GIB, request_tokens=8192,
+                        shared_prefix_tokens=2048, settings=SG.settings(s))
+
+    on, off = v4(), v4(disable_radix_cache=True)
+    assert off.fit.json["max_total_num_tokens"] == on.fit.json["max_total_num_tokens"]
+    w_on, w_off = on.fit.json["workload"], off.fit.json["workload"]
+    assert (w_on["shared_cost"], w_on["cost_per_request"]) == (2048, 8192 - 2048)
+    assert (w_off["shared_cost"], w_off["cost_per_request"]) == (0, 8192)
+    tokens = on.fit.json["max_total_num_tokens"]
+    assert w_on["limits"]["pool"] == (tokens - 2048) // 6144 and w_off["limits"]["pool"] == tokens // 8192
