@@ -66,7 +66,9 @@ ENGINE_FLAGS = {
     "vllm": [[], ["--block-size", "64"], ["--no-async-scheduling"], ["--no-prefix-caching"],
              ["--no-hybrid-kv-cache-manager"]],
     "sglang": [[], ["--max-running-requests", "64"], ["--page-size", "64"], ["--mem-fraction-static", "0.5"],
-               ["--enable-dp-attention", "--dp", "2"], ["--max-total-tokens", "100000"]],
+               ["--enable-dp-attention", "--dp", "2"], ["--max-total-tokens", "100000"],
+               ["--disable-overlap-schedule"], ["--disable-radix-cache", "--max-running-requests", "64"],
+               ["--mamba-radix-cache-strategy", "extra_buffer_lazy"], ["--max-mamba-cache-size", "100"]],
     "exact": [[]],
     "vllm,sglang,exact": [[]],
 }

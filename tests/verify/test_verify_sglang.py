@@ -109,6 +109,23 @@ def test_mamba_state_pools_by_hand():
     assert out.verdict == "pass", _failed(out)
 
 
+def test_the_mamba_strategy_sets_the_state_slots_verify_allocates():
+    """--disable-overlap-schedule: auto resolves to no_buffer (overrides.py _mamba_radix_cache_resolution), 3 state
+    slots per running request (kv_cache_configurator.py _calculate_mamba_ratio); extra_buffer kept without the
+    overlap scheduler tracks 1 slot, 3 + 1 (allocation_sizing.py get_mamba_tracking_slots)."""
+    from kvcalc.engines import get_engine
+    from kvcalc.verify import verify
+
+    for settings, slots in (({"disable_overlap_schedule": True}, 3),
+                            ({"disable_overlap_schedule": True, "mamba_radix_cache_strategy": "extra_buffer"}, 4)):
+        p = plan("qwen3.5-9b", 64, engine="sglang", settings=get_engine("sglang").settings(settings))
+        out = verify(p, device="cpu", batch=1, fill="sample")
+        g = {x.pool["name"]: x for x in out.groups}
+        # slots + 1 padding slot, 24 linear-attention layers, 49,152 B of conv state a slot
+        assert g["Mamba conv state"].planned_bytes == (slots + 1) * 49_152 * 24
+        assert out.token_pools["max_mamba_cache_size"] == slots and out.verdict == "pass", _failed(out)
+
+
 def test_a_planted_extra_row_fails():
     out = _verify("llama-3.1-8b", 64, batch=2, fill="sample", plant_extra_pages=1)
     # one row more in K (and so in V, its other half): 2 x 32 layers x 2,048 B

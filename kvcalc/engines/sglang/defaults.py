@@ -13,11 +13,10 @@ DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
 DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
 #: mem_cache/kv_cache_configurator.py resolve_max_num_reqs: the estimate's clamp and scale
 MRR_SCALE, MRR_MIN, MRR_MAX = 512, 2048, 4096
-#: kv_cache_configurator.py: MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (3 state slots per running request)
-#: plus the extra_buffer strategy's 2 tracking slots with the overlap scheduler (allocation_sizing.py
-#: get_mamba_tracking_slots)
+#: kv_cache_configurator.py: MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (3 state slots per running request with the
+#: radix cache; 1 without it, _calculate_mamba_ratio) plus the extra_buffer strategy's tracking slots
+#: (allocation_sizing.py get_mamba_tracking_slots: 2 with the overlap scheduler, 1 without it or lazy)
 MAMBA_BASE_SLOTS = 3
-MAMBA_EXTRA_BUFFER_SLOTS = 2
 #: DSATokenToKVPool: the indexer keeps fp8 keys plus one fp32 scale per 128 values (index_k_with_scale_buffer)
 DSA_QUANT_BLOCK = 128
 DSA_PAGE = 64  # arg_groups/model_overrides/deepseek_v2.py: page_size = 64 x index_kpool on CUDA
@@ -80,7 +79,8 @@ TRTLLM_MLA_ARCHS = frozenset({
     "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM",
 })
 #: arg_groups/model_overrides/qwen3_5.py _qwen3_5_hybrid_overrides: on SM100 these declare trtllm_mha with page 64
-#: (the extra_buffer Mamba strategy) or triton with page 1, whatever --page-size says
+#: or triton with page 1, whatever --page-size says: triton unless the radix cache is off or the strategy as given is
+#: extra_buffer(_lazy) (the declaration is collected before _mamba_radix_cache_resolution turns `auto` into one)
 QWEN3_5_SM100_ARCHS = frozenset({"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
                                  "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
                                  "Qwen3_5ForConditionalGeneration"})
@@ -119,13 +119,41 @@ def llama4_backend(sm_major: int | None) -> str:
 #: models/gpt_oss.py get_attention_sliding_window_size: the SWA sink models attend window - 1 tokens back
 WINDOW_MINUS_ONE_ARCHS = frozenset({"GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM",
                                     "IQuestQ1ForCausalLM"})
-#: arg_groups/overrides.py _MAMBA_RADIX_CACHE_ARCHS and _MAMBA_EXTRA_BUFFER_ARCHS: hybrids whose Mamba state
-#: keeps radix-cache tracking slots (extra_buffer with the default triton linear-attention backend)
-MAMBA_EXTRA_BUFFER_ARCHS = frozenset({
-    "KimiLinearForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration",
-    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "FalconH1ForCausalLM",
-    "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "GraniteMoeHybridForCausalLM",
+#: arg_groups/overrides.py _MAMBA_RADIX_CACHE_ARCHS: the hybrids whose Mamba state goes through the radix cache's
+#: strategy resolution (_mamba_radix_cache_resolution); GraniteMoeHybridForCausalLM too when its layer_types name a
+#: mamba layer (MAMBA_GRANITE_ARCH)
+MAMBA_RADIX_CACHE_ARCHS = frozenset({
+    "KimiLinearForCausalLM", "KimiK3ForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM", "Qwen4ExpForConditionalGeneration",
+    "MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_7ForConditionalGeneration", "NemotronHForCausalLM",
+    "NemotronHPuzzleForCausalLM", "NemotronH_Omni_Reasoning_V3", "FalconH1ForCausalLM", "JetNemotronForCausalLM",
+    "JetVLMForConditionalGeneration", "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "ZayaForCausalLM",
+    "Glm5NextForConditionalGeneration",
 })
+MAMBA_GRANITE_ARCH = "GraniteMoeHybridForCausalLM"
+#: arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS: the archs supports_mamba_cache_extra_buffer accepts (with the
+#: default triton linear-attention backend): the `auto` strategy resolves to extra_buffer for them while the
+#: overlap scheduler is on or the page is over 1, and an explicit extra_buffer is refused for any other
+MAMBA_EXTRA_BUFFER_ARCHS = frozenset({
+    "KimiLinearForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM", "Qwen3NextForCausalLM", "Qwen4ExpForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
+    "MiniCPMV4_7ForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
+    "Glm5NextForConditionalGeneration", "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM",
+    "NemotronH_Omni_Reasoning_V3", "KimiK3ForConditionalGeneration", "InklingForConditionalGeneration",
+    "InklingForConditionalGenerationMTP",
+})
+#: arg_groups/fields/exec_.py: --mamba-radix-cache-strategy's choices (default auto) and mamba_track_interval (256),
+#: which mamba_hook.py validate_mamba_extra_buffer requires the page to divide
+MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
+MAMBA_EXTRA_STRATEGIES = ("extra_buffer", "extra_buffer_lazy")
+MAMBA_TRACK_INTERVAL = 256
+#: arg_groups/model_overrides/nemotron_h.py _nemotron_h_overrides: on SM100 (no speculative decoding) these declare
+#: attention_backend trtllm_mha before the Mamba strategy is validated (validate_mamba_no_buffer refuses it)
+NEMOTRON_H_ARCHS = frozenset({"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Omni_Reasoning_V3"})
 
 #: arg_groups/memory_hook.py handle_gpu_memory_settings: (below MiB, chunked_prefill_size, decode max_bs below
 #: tp 4, from tp 4)
@@ -255,6 +283,10 @@ class Settings:
     allow_overwrite_longer_context_len: bool = False  # the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1
     arch: str | None = None  # the GPU's architecture (kvcalc/data/gpus.yaml arch); None: Hopper, no GPU named
     context_length: int | None = None  # --context-length as capacity plans it (set from the context asked)
+    mamba_radix_cache_strategy: str = "auto"  # --mamba-radix-cache-strategy (resolved per model: sizing.mamba_cache)
+    disable_overlap_schedule: bool = False  # --disable-overlap-schedule
+    disable_radix_cache: bool = False  # --disable-radix-cache
+    max_mamba_cache_size: int | None = None  # --max-mamba-cache-size: state slots (divided over the attention-DP ranks)
 
     @property
     def sm_major(self) -> int | None:

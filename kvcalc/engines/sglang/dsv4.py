@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import KvcalcError, quote
+from ...errors import KvcalcError
 from ...specs import CompressedMLA, IndexerCache, SlidingWindowMLA
 from .defaults import VERSION, Settings
 from .sizing import swa_pool_tokens
@@ -53,6 +53,7 @@ class V4Layout:
     kind: str = "dsv4"
     layer_ids: tuple[int, ...] = ()  # the model layer of each entry of ``ratios``
     notes: tuple[str, ...] = ()
+    radix: bool = True  # the radix cache (--disable-radix-cache: no prefix is shared; the pools are the ratio mode's)
 
     def n(self, ratio: int) -> int:
         return self.ratios.count(ratio)
@@ -122,8 +123,7 @@ def v4_layout(model, precision: str, settings: Settings, stage_layers, attn_dp: 
         ratios.append(r)
         ids.append(i)
     if precision not in ("fp8", None):
-        raise KvcalcError(f"precision: kvcalc models SGLang {VERSION}'s DeepSeek V4 pools in fp8_e4m3 only (its "
-                          f"kv-cache dtype auto for DeepseekV4ForCausalLM), got {quote(precision)}", param="precision")
+        raise _kv_dtype_refusal(precision)
     notes = ()
     page = V4_PAGE  # arg_groups/model_overrides/deepseek_v4.py declares it on CUDA whatever was asked
     if settings.page_size not in (None, V4_PAGE):
@@ -133,6 +133,27 @@ def v4_layout(model, precision: str, settings: Settings, stage_layers, attn_dp: 
     return V4Layout(tuple(ratios), head, rope, idx or 128, window, page,
                     settings.swa_full_tokens_ratio if settings.swa_full_tokens_ratio is not None else V4_SWA_RATIO,
                     max(1, mrr // attn_dp), layer_ids=tuple(ids), notes=notes)
+
+
+def _kv_dtype_refusal(precision: str) -> KvcalcError:
+    """What SGLang does with a DeepSeek V4 KV cache that is not fp8_e4m3 (CUDA, the default paged V4 layout; run on
+    the CPU by scripts/audit/sglang_mamba_reference.py). bfloat16 passes arg_groups/overrides.py
+    _deepseek_v4_kv_cache_dtype (fp8_e4m3 or bfloat16) and DSV4PoolConfigurator sizes the pools as for fp8 (its
+    _get_paged_kv_bytes_per_token prices the 584 B V4 row, KVLayout.V4, whatever the dtype), but every pool is a
+    mem_cache/deepseek_v4_memory_pool.py DeepSeekV4SingleKVPool, whose create_buffer asserts a uint8 store: KVCache
+    stores fp8 as uint8 and bfloat16 as bfloat16, so the first pool built (the SWA cache) fails a bare assert and
+    SGLang does not start. Anything else fails the dtype override's own assert."""
+    if precision == "bf16":
+        return KvcalcError(f"precision: SGLang {VERSION} accepts --kv-cache-dtype bfloat16 for DeepSeek V4 "
+                           "(overrides.py _deepseek_v4_kv_cache_dtype) and sizes its pools as for fp8_e4m3 (the 584 B "
+                           "V4 row whatever the dtype), then fails to allocate them: DeepSeekV4SingleKVPool.create_buffer "
+                           "asserts self.store_dtype == torch.uint8, and a bfloat16 pool stores bfloat16 (a bare "
+                           "AssertionError, mem_cache/deepseek_v4_memory_pool.py); fp8 (its default) starts.",
+                           param="precision")
+    name = {"fp16": "float16"}.get(precision, precision)
+    return KvcalcError(f"precision: SGLang {VERSION} refuses --kv-cache-dtype {name} for DeepSeek V4: \"{name} is not "
+                       "supported for DeepseekV4ForCausalLM\" (overrides.py _deepseek_v4_kv_cache_dtype)",
+                       param="precision")
 
 
 @dataclass(frozen=True)

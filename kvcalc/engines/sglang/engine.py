@@ -139,6 +139,8 @@ class SglangEngine(Engine):
             from .dsv4 import v4_layout
 
             lay = v4_layout(job.model, job.precision_asked, s, job.stage_layers, s.attn_dp)
+            # handle_mamba_radix_cache runs for every model: an extra_buffer strategy is refused here too
+            lay = replace(lay, radix=S.mamba_cache(job.model.architecture, s, False, s.page_size, False).radix)
             _check_chunk(s, lay.page)
             return _v4_plan(job, lay)
         # --kv-cache-dtype auto is the model dtype (the config's default precision; DSA on Hopper: bf16 too)
@@ -230,7 +232,9 @@ class SglangEngine(Engine):
         from .dsv4 import V4Layout
 
         page = fit.json["page_size"]
-        sh = shared // page * page
+        # --disable-radix-cache: mem_cache/registry.py default_radix_cache_factory builds the cache disabled, and "a
+        # disabled cache publishes nothing": no prefix is shared
+        sh = shared // page * page if getattr(p.detail, "radix", True) else 0
         own = S.ceil_page(tokens, page) - sh
         limits = {"max_running_requests": fit.json["max_running_requests"]}
         lay = p.detail
@@ -373,6 +377,14 @@ def _pool_plan(job, lay: S.Layout) -> PoolPlan:
     if lay.state_layers:
         used["mamba_full_memory_ratio"] = job.settings.mamba_full_memory_ratio
         used["mamba_state_slots_per_request"] = lay.slots_per_request
+        if lay.radix:
+            used["mamba_radix_cache_strategy"] = lay.mamba_strategy
+        if job.settings.max_mamba_cache_size is not None:
+            used["max_mamba_cache_size"] = job.settings.max_mamba_cache_size
+    if not lay.overlap:
+        used["disable_overlap_schedule"] = True
+    if not lay.radix:
+        used["disable_radix_cache"] = True
     for k in ("max_running_requests", "max_total_tokens"):
         if getattr(job.settings, k) is not None:
             used[k] = getattr(job.settings, k)

@@ -3,7 +3,9 @@
 Lines read:
 
 * ``server_args={'model_path': 'org/name', 'tp_size': 2, 'mem_fraction_static': 0.83, 'page_size': 1, ...}``
-  (entrypoints/engine.py, the resolved dict; older releases print ``ServerArgs(model_path='...', ...)``)
+  (entrypoints/engine.py, the resolved dict; older releases print ``ServerArgs(model_path='...', ...)``), the
+  Mamba state options among them (``mamba_radix_cache_strategy``, ``disable_overlap_schedule``,
+  ``disable_radix_cache``, ``max_mamba_cache_size``)
 * ``KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: X GB, V size: Y GB`` or ``... KV size:
   X GB`` for MLA (mem_cache/memory_pool.py ``KVCache._finalize_allocation_log``; GB = 2^30 B, 2 decimals;
   older releases print no dtype); ``Full KV Cache ...`` with split SWA pools
@@ -33,6 +35,10 @@ def _arg(key: str, value: str) -> re.Pattern:
     return re.compile(_ARG.format(key=key) + value)
 
 
+def _bool(text: str | None) -> bool | None:
+    return None if text is None else text == "True"
+
+
 class SglangLogReader(LogReader):
     engine = "sglang"
     patterns = {
@@ -48,6 +54,12 @@ class SglangLogReader(LogReader):
         "kv_cache_dtype": _arg("kv_cache_dtype", r"'([\w.]+)'"),
         "swa_full_tokens_ratio": _arg("swa_full_tokens_ratio", r"([\d.]+)"),
         "server_mrr": _arg("max_running_requests", r"(\d+)"),
+        # the Mamba state options, as resolution left them (the resolved dict: auto already resolved where SGLang
+        # resolves it, disable_overlap_schedule True under pp > 1)
+        "mamba_strategy": _arg("mamba_radix_cache_strategy", r"'(auto|no_buffer|extra_buffer|extra_buffer_lazy)'"),
+        "disable_overlap_schedule": _arg("disable_overlap_schedule", r"(True|False)"),
+        "disable_radix_cache": _arg("disable_radix_cache", r"(True|False)"),
+        "max_mamba_cache_size": _arg("max_mamba_cache_size", r"(\d+)"),
         "kv_dtype": re.compile(r"(?<!SWA )KV Cache is allocated\. dtype: torch\.(\w+)"),
         "kv_tokens": re.compile(r"(?<!SWA )KV Cache is allocated\.(?: dtype: [\w.]+,)? #tokens: (\d+)"),
         "k_gib": re.compile(r"(?<!SWA )KV Cache is allocated\..*K size: ([\d.]+) GB"),
@@ -70,7 +82,9 @@ class SglangLogReader(LogReader):
         "context_len": re.compile(r"\bcontext_len=(\d+)"),
     }
     hints = {**{k: "erver" for k in ("model_id", "tp", "dp", "attn_dp", "pp", "enable_dp_attention", "mem_fraction_static", "page_size",
-                                     "kv_cache_dtype", "swa_full_tokens_ratio", "server_mrr")},  # server_args / ServerArgs(
+                                     "kv_cache_dtype", "swa_full_tokens_ratio", "server_mrr", "mamba_strategy",
+                                     "disable_overlap_schedule", "disable_radix_cache",
+                                     "max_mamba_cache_size")},  # server_args / ServerArgs(
              **{k: "KV Cache is allocated." for k in ("kv_dtype", "kv_tokens", "k_gib", "kv_gib")},
              **{k: "DSV4 pool sizes: " for k in ("dsv4_full", "dsv4_swa", "dsv4_c4", "dsv4_c128", "dsv4_c4_state")},
              "swa_tokens": "swa_layer_tokens=", "swa_k_gib": "SWA KV Cache is allocated.",
@@ -78,8 +92,10 @@ class SglangLogReader(LogReader):
              "max_total_num_tokens": "max_total_num_tokens=", "max_running_requests": "max_total_num_tokens=",
              "context_len": "context_len=", "post_tokens": "Post-capture KV sizing: KV cache allocated.",
              "post_kv_gib": "Post-capture KV sizing: KV cache allocated."}
-    minimums = {"tp": 1, "dp": 1, "attn_dp": 1, "pp": 1, "page_size": 1, "server_mrr": 1, "context_len": 1}
+    minimums = {"tp": 1, "dp": 1, "attn_dp": 1, "pp": 1, "page_size": 1, "server_mrr": 1, "context_len": 1,
+                "max_mamba_cache_size": 1}
     ints = frozenset({"tp", "dp", "attn_dp", "pp", "page_size", "server_mrr", "kv_tokens", "swa_tokens", "mamba_slots",
+                      "max_mamba_cache_size",
                       "chunk_window",
                       "max_total_num_tokens", "max_running_requests", "context_len", "dsv4_full", "dsv4_swa",
                       "dsv4_c4", "dsv4_c128", "dsv4_c4_state", "post_tokens"})
@@ -121,10 +137,17 @@ class SglangLogReader(LogReader):
         dp = v.get("attn_dp", v.get("dp", 1)) if dp_attention else 1
         kw = {"page_size": v.get("page_size"), "swa_full_tokens_ratio": v.get("swa_full_tokens_ratio"),
               "max_running_requests": v.get("server_mrr"), "mem_fraction_static": v.get("mem_fraction_static"),
-              "enable_dp_attention": dp_attention, "dp": dp, "pp": v.get("pp", 1)}
+              "enable_dp_attention": dp_attention, "dp": dp, "pp": v.get("pp", 1),
+              "max_mamba_cache_size": v.get("max_mamba_cache_size")}
+        # the Mamba state options the log states (kv_cache_configurator.py _calculate_mamba_ratio reads them)
+        flags = {"mamba_radix_cache_strategy": v.get("mamba_strategy"),
+                 "disable_overlap_schedule": _bool(v.get("disable_overlap_schedule")),
+                 "disable_radix_cache": _bool(v.get("disable_radix_cache"))}
+        kw.update({k: x for k, x in flags.items() if x is not None})
         kw.update({k: x for k, x in given.items() if k in kw})
         settings = Settings(**kw)
-        used = {k: x for k, x in kw.items() if x is not None and not (k == "pp" and x == 1)}
+        used = {k: x for k, x in kw.items() if x is not None and not (k == "pp" and x == 1)
+                and not (k in flags and x in ("auto", False))}
         used["tp"] = self.tp(facts)
         return settings, used
 

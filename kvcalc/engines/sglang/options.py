@@ -4,7 +4,7 @@ them without loading the engine)."""
 from __future__ import annotations
 
 from ..options import Option
-from .defaults import VERSION
+from .defaults import MAMBA_STRATEGIES, VERSION
 
 TITLE = f"SGLang {VERSION}"
 SUMMARY = (f"SGLang {VERSION} on CUDA: token pools sized from mem_fraction_static, split SWA and Mamba state "
@@ -34,6 +34,20 @@ OPTIONS = (
            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1: plan a --context past the model's derived context_len "
            "(SGLang refuses it otherwise).", bool, ("capacity", "verify", "transfer"),
            negative="--no-allow-overwrite-longer-context-len", cli_default=False),
+    Option("mamba_radix_cache_strategy", "--mamba-radix-cache-strategy", "SGLang: the Mamba state's radix-cache "
+           "strategy (default auto: extra_buffer, 5 state slots a running request, for Qwen3-Next / 3.5 and "
+           "Nemotron-H with the overlap scheduler; no_buffer, 3 slots, needs --disable-overlap-schedule and page 1).",
+           str, ("capacity", "verify", "transfer"), choices=MAMBA_STRATEGIES),
+    Option("disable_overlap_schedule", "--disable-overlap-schedule", "SGLang: turn the overlap scheduler off "
+           "(extra_buffer then keeps 1 tracking slot, not 2; auto resolves to no_buffer at page 1).", bool,
+           ("capacity", "verify", "transfer"), negative="--no-disable-overlap-schedule", cli_default=False),
+    Option("disable_radix_cache", "--disable-radix-cache", "SGLang: no prefix cache: 1 Mamba state slot a running "
+           "request (with --max-running-requests the state pool holds just those); a split SWA pool is sized from "
+           "--max-running-requests; no prefix is shared.", bool, ("capacity", "transfer"),
+           negative="--no-disable-radix-cache", cli_default=False),
+    Option("max_mamba_cache_size", "--max-mamba-cache-size", "SGLang: Mamba state slots (divided over the "
+           "attention-DP ranks) instead of --mamba-full-memory-ratio's share of the budget.", int, minimum=1,
+           maximum=1 << 30),
     Option("chunked_prefill_size", "--chunked-prefill-size", "SGLang: tokens per prefill chunk (default: from "
            "the GPU's memory; it sets the default mem_fraction_static).", int, minimum=1, maximum=1 << 24),
 )

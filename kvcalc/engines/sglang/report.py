@@ -58,7 +58,7 @@ def _log_lines(lay: S.Layout, z: S.Sizing, pools: list[dict], context: int, chun
     if z.state_slots:
         out.append(f"Mamba Cache is allocated. max_mamba_cache_size: {z.state_slots}, conv_state size: "
                    f"{S.gib(by['Mamba conv state'])}GB, ssm_state size: {S.gib(by['Mamba ssm state'])}GB")
-    if lay.swa_layers and lay.full_layers:
+    if lay.swa_layers and lay.full_layers and not z.swa_cap_mode:  # _solve_pool_sizes (ratio mode) logs it
         out.append(f"Use sliding window memory pool. full_layer_tokens={z.max_total_num_tokens}, "
                    f"swa_layer_tokens={z.swa_tokens}")
     for name, tokens in (("Full KV Cache" if lay.swa_layers else "KV Cache", z.max_total_num_tokens),
@@ -127,7 +127,7 @@ def fit(engine, plans, pool: int, settings, parallel) -> Fit:
     fits = min(limits.values())
     binding = min(limits, key=lambda k: limits[k])
     lines = [f"SGLang would log: {line}" for line in _log_lines(lay, z, pools, L, chunk)]
-    lines += _why(lay, z, pool, L, limits, binding, settings.attn_dp)
+    lines += _why(lay, z, pool, L, limits, binding, settings)
     notes = []
     if z.max_total_num_tokens < L:
         notes.append(f"SGLang {VERSION} warns: KV pool holds {z.max_total_num_tokens} tokens, fewer than "
@@ -167,7 +167,14 @@ def _table(pools: list[dict]) -> tuple:
                    f"{x['tokens']:,}" if x["tokens"] is not None else "-", format_bytes(x["bytes"])) for x in pools))
 
 
-def _why(lay: S.Layout, z: S.Sizing, pool: int, L: int, limits: dict, binding: str, attn_dp: int = 1) -> list[str]:
+def _strategy_text(lay: S.Layout) -> str:
+    """The Mamba state options as resolved (kv_cache_configurator.py _calculate_mamba_ratio's inputs)."""
+    if not lay.radix:
+        return "no radix cache"
+    return f"{lay.mamba_strategy}, overlap scheduler {'on' if lay.overlap else 'off'}"
+
+
+def _why(lay: S.Layout, z: S.Sizing, pool: int, L: int, limits: dict, binding: str, settings) -> list[str]:
     cell = lay.cell
     parts = []
     if lay.full_layers:
@@ -181,16 +188,27 @@ def _why(lay: S.Layout, z: S.Sizing, pool: int, L: int, limits: dict, binding: s
     cell_text = f"{cell:,.2f}" if isinstance(cell, float) else f"{cell:,}"
     out = []
     if z.state_slots:
-        out.append(f"The Mamba state pool comes off the {pool:,} B budget first: mamba_full_memory_ratio r / (1 + r) "
-                   f"of it holds {z.state_slots:,} slots of {lay.state_per_request:,} B (+1 padding slot), "
-                   f"{format_bytes(z.state_bytes)}; {lay.slots_per_request} slots per running request.")
-    out.append(f"max_total_num_tokens = {z.available_bytes:,} B // {cell_text} B per token ({' + '.join(parts)}), "
-               f"floored to the {lay.page}-token page.")
-    if lay.swa_layers and lay.full_layers:
+        how = ("max_mamba_cache_size gives" if settings.max_mamba_cache_size is not None else
+               "max_running_requests without the radix cache gives" if settings.disable_radix_cache
+               and settings.max_running_requests is not None else "mamba_full_memory_ratio r / (1 + r) of it holds")
+        out.append(f"The Mamba state pool comes off the {pool:,} B budget first: {how} {z.state_slots:,} slots of "
+                   f"{lay.state_per_request:,} B (+1 padding slot), {format_bytes(z.state_bytes)}; "
+                   f"{lay.slots_per_request} slot(s) per running request ({_strategy_text(lay)}).")
+    if z.swa_cap_mode:
+        out.append(f"Without the radix cache and with max_running_requests {settings.max_running_requests}, the SWA "
+                   f"pool is sized from the request cap first (SWARequestCapPoolConfigurator): {z.swa_tokens:,} "
+                   f"tokens; max_total_num_tokens = what is left of {z.available_bytes:,} B // "
+                   f"{(lay.full_per_token + lay.indexer_row) * len(lay.full_layers):,} B per full token, floored to "
+                   f"the {lay.page}-token page.")
+    else:
+        out.append(f"max_total_num_tokens = {z.available_bytes:,} B // {cell_text} B per token "
+                   f"({' + '.join(parts)}), floored to the {lay.page}-token page.")
+    if lay.swa_layers and lay.full_layers and not z.swa_cap_mode:
         out.append(f"The SWA pool holds int({z.max_total_num_tokens:,} x {lay.swa_ratio:g}) = {z.swa_tokens:,} tokens "
                    f"(window {lay.window} + page {lay.page} is its floor); a request keeps at most "
                    f"{S.swa_tokens_per_request(lay, L):,} of them.")
     each = ", ".join(f"{k} {v:,}" for k, v in limits.items())
+    attn_dp = settings.attn_dp
     who = f"per attention-DP worker ({attn_dp} of them share the tp GPUs)" if attn_dp > 1 else "per replica"
     out.append(f"Requests of {L:,} tokens {who}: {each}; the {binding} binds.")
     return out

@@ -27,9 +27,10 @@ from ...specs import (ChunkedAttention, FullAttention, IndexerCache, MLALatent, 
 from ...units import GIB, format_bytes
 from .defaults import (DEFAULT_SWA_FULL_TOKENS_RATIO, DSA_PAGE, DSA_QUANT_BLOCK, FA4_PAGE, HYBRID_SWA_ARCHS,
                        LLAMA4_ARCHS, LLAMA4_FULL_EVERY, LLAMA4_HYBRID_ARCH, MAMBA_BASE_SLOTS,
-                       MAMBA_EXTRA_BUFFER_ARCHS, MAMBA_EXTRA_BUFFER_SLOTS, MRR_MAX, MRR_MIN, MRR_SCALE,
-                       QWEN3_5_SM100_ARCHS, SWA_EVICTION_INTERVAL, TRTLLM_MHA_PAGES, TRTLLM_MLA_ARCHS,
-                       TRTLLM_MLA_PAGES, TRTLLM_PAGE, VERSION, WINDOW_MINUS_ONE_ARCHS, Settings, llama4_backend)
+                       MAMBA_EXTRA_BUFFER_ARCHS, MAMBA_EXTRA_STRATEGIES, MAMBA_GRANITE_ARCH, MAMBA_RADIX_CACHE_ARCHS,
+                       MAMBA_TRACK_INTERVAL, MRR_MAX, MRR_MIN, MRR_SCALE, NEMOTRON_H_ARCHS, QWEN3_5_SM100_ARCHS,
+                       SWA_EVICTION_INTERVAL, TRTLLM_MHA_PAGES, TRTLLM_MLA_ARCHS, TRTLLM_MLA_PAGES, TRTLLM_PAGE,
+                       VERSION, WINDOW_MINUS_ONE_ARCHS, Settings, llama4_backend)
 
 INT64_MAX = (1 << 63) - 1  # torch.iinfo(torch.int64).max
 #: SGLang's --kv-cache-dtype names -> (torch dtype as its logs print it, bytes per element)
@@ -74,6 +75,11 @@ class Layout:
     #: the model's attention_chunk_size, which resolve_sliding_window_size logs at load for any model that has one
     #: (neither a get_attention_sliding_window_size nor a hybrid SWA sliding_window_size before it)
     attention_chunk: int | None = None
+    #: the Mamba state options as SGLang resolves them (:func:`mamba_cache`): the strategy, and whether the overlap
+    #: scheduler and the radix cache run (the overlap scheduler also sets the SWA request cap's chunks in flight)
+    mamba_strategy: str = "auto"
+    overlap: bool = True
+    radix: bool = True
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -142,13 +148,11 @@ def _check_kinds(model) -> None:
             raise refuse(f"indexer {comp.name} with ratio {comp.ratio} is not modelled for SGLang {VERSION}")
 
 
-def _state(model, states, attn_tp: int, arch: str | None, settings: Settings) -> tuple[int, int, int, str]:
-    """(bytes of one state slot over this rank's state layers, of which conv, slots a running request holds,
-    the recurrent state's dtype). configs/mamba_utils.py Mamba2StateShape: conv state in bf16
-    (SGLANG_MAMBA_CONV_DTYPE), the recurrent state in fp32 unless the model states its dtype (mamba_ssm_dtype).
-    Slots: 3, plus the extra_buffer strategy's tracking slots (allocation_sizing.py get_mamba_tracking_slots):
-    2 with the overlap scheduler, 1 without it (pp > 1 turns it off: overrides.py
-    _pipeline_parallel_overlap_disable)."""
+def _state(model, states, attn_tp: int, arch: str | None) -> tuple[int, int, str]:
+    """(bytes of one state slot over this rank's state layers, of which conv, the recurrent state's dtype).
+    configs/mamba_utils.py Mamba2StateShape: conv state in bf16 (SGLANG_MAMBA_CONV_DTYPE), the recurrent state in
+    fp32 unless the model states its dtype (mamba_ssm_dtype). The slots a running request holds:
+    :func:`mamba_cache`."""
     per = conv_bytes = 0
     half = any(comp.ssm_dtype in ("bf16", "fp16") for _, comp in states)
     for _, comp in states:
@@ -158,8 +162,97 @@ def _state(model, states, attn_tp: int, arch: str | None, settings: Settings) ->
     if arch is None:
         raise refuse("a model with Mamba-style state needs its 'architecture' (config.json architectures[0]): "
                      f"SGLang {VERSION} picks the state cache strategy per architecture")
-    tracking = (MAMBA_EXTRA_BUFFER_SLOTS if settings.pp == 1 else 1) if arch in MAMBA_EXTRA_BUFFER_ARCHS else 0
-    return per, conv_bytes, MAMBA_BASE_SLOTS + tracking, ("bfloat16" if half else "float32")
+    return per, conv_bytes, ("bfloat16" if half else "float32")
+
+
+@dataclass(frozen=True)
+class MambaCache:
+    """The Mamba state options as SGLang resolves them for one model (:func:`mamba_cache`)."""
+
+    strategy: str  # --mamba-radix-cache-strategy after resolution (auto where SGLang leaves it unresolved)
+    overlap: bool  # the overlap scheduler, after every adjustment
+    radix: bool  # the radix cache
+    slots_per_request: int  # kv_cache_configurator.py _calculate_mamba_ratio (state models)
+    notes: tuple[str, ...] = ()
+
+
+def _strategy_refusal(message: str, sglang_words: str, where: str) -> KvcalcError:
+    return KvcalcError(f"mamba_radix_cache_strategy: SGLang {VERSION} refuses {message}: \"{sglang_words}\" "
+                       f"({where})", param="mamba_radix_cache_strategy")
+
+
+def mamba_cache(arch: str | None, settings: Settings, has_state: bool, page_seen: int | None,
+                trtllm_declared: bool) -> MambaCache:
+    """SGLang's resolution of --mamba-radix-cache-strategy, --disable-overlap-schedule and --disable-radix-cache,
+    in its order (CUDA, no speculative decoding, the default triton linear-attention backend):
+
+    1. arg_groups/model_hook.py handle_mamba_radix_cache, run for every model from
+       handle_model_specific_adjustments (after the model overrides were collected, so ``page_seen`` is the page
+       --page-size or an override declared by then, ``trtllm_declared`` whether one declared trtllm_mha):
+       overrides.py _mamba_radix_cache_resolution resolves ``auto`` for an arch of _MAMBA_RADIX_CACHE_ARCHS with
+       the radix cache on: extra_buffer where the overlap scheduler is on or the page is over 1 and the arch
+       supports it (supports_mamba_cache_extra_buffer), else no_buffer, turning the overlap scheduler off. Then
+       mamba_hook.py validate_mamba_extra_buffer / validate_mamba_no_buffer assert what the strategy needs; an
+       extra_buffer strategy on any other model is refused (handle_mamba_radix_cache).
+    2. overrides.py _pipeline_parallel_overlap_disable, later in the pipeline (arg_groups/pipeline.py): pp > 1
+       turns the overlap scheduler off, after the strategy was resolved.
+    3. mem_cache/kv_cache_configurator.py _calculate_mamba_ratio: 1 slot per running request without the radix
+       cache; else 3 plus the extra_buffer tracking slots (allocation_sizing.py get_mamba_tracking_slots: 2 with
+       the overlap scheduler, 1 without it, 1 lazy), where the lazy strategy asserts the overlap scheduler."""
+    radix = not settings.disable_radix_cache
+    overlap = not settings.disable_overlap_schedule
+    strategy = settings.mamba_radix_cache_strategy
+    name = arch or "this model"
+    notes = []
+    in_branch = has_state and (arch in MAMBA_RADIX_CACHE_ARCHS or arch == MAMBA_GRANITE_ARCH)
+    if in_branch and radix:
+        if strategy == "auto":
+            if (overlap or (page_seen or 0) > 1) and arch in MAMBA_EXTRA_BUFFER_ARCHS:
+                strategy = "extra_buffer"
+            else:
+                strategy, overlap = "no_buffer", False
+                if not settings.disable_overlap_schedule:
+                    notes.append(f"SGLang {VERSION} resolves the Mamba radix-cache strategy auto to no_buffer for "
+                                 f"{name} and turns the overlap scheduler off (_mamba_radix_cache_resolution)")
+        if strategy in MAMBA_EXTRA_STRATEGIES:
+            if arch not in MAMBA_EXTRA_BUFFER_ARCHS:
+                raise _strategy_refusal(f"{strategy} for {name}", f"extra_buffer is not supported for {name}; use "
+                                        "no_buffer.", "arg_groups/mamba_hook.py validate_mamba_extra_buffer")
+            if page_seen is not None and MAMBA_TRACK_INTERVAL % page_seen:
+                raise KvcalcError(f"page_size: SGLang {VERSION} refuses page_size {page_seen} with the {strategy} "
+                                  f"Mamba strategy: validate_mamba_extra_buffer asserts mamba_track_interval "
+                                  f"({MAMBA_TRACK_INTERVAL}) % page_size == 0 (a bare AssertionError, "
+                                  "arg_groups/mamba_hook.py)", param="page_size")
+        else:  # no_buffer: validate_mamba_no_buffer's three asserts, in its order
+            where = "arg_groups/mamba_hook.py validate_mamba_no_buffer"
+            if page_seen not in (1, None):
+                raise _strategy_refusal(f"no_buffer with page_size {page_seen}", "no_buffer only supports "
+                                        "page_size=1.", where)
+            if overlap:
+                raise _strategy_refusal("no_buffer under the overlap scheduler", "no_buffer do not support overlap "
+                                        "schedule. Try to set disable_overlap_schedule=True.", where + "; add "
+                                        "{{disable_overlap_schedule}}")
+            if trtllm_declared:
+                raise _strategy_refusal(f"no_buffer for {name} on {settings.arch}, where its model override "
+                                        "declares the trtllm_mha attention backend", "no_buffer do not support "
+                                        "trtllm_mha attention backend.", where)
+    elif radix and strategy in MAMBA_EXTRA_STRATEGIES:
+        raise _strategy_refusal(f"{strategy} for a model outside its Mamba radix-cache architectures",
+                                f"{{{{mamba_radix_cache_strategy}}}} {strategy} needs mamba state, got {name}.",
+                                "arg_groups/model_hook.py handle_mamba_radix_cache")
+    if settings.pp > 1 and overlap:
+        overlap = False  # logs "Pipeline parallelism is incompatible with overlap schedule."
+    extra = radix and strategy in MAMBA_EXTRA_STRATEGIES
+    if not radix:
+        slots = 1
+    else:
+        if extra and strategy == "extra_buffer_lazy" and not overlap:
+            raise _strategy_refusal("extra_buffer_lazy without the overlap scheduler" + (
+                f" (pp {settings.pp} turns it off)" if settings.pp > 1 else ""), "Lazy extra buffer requires "
+                "overlap schedule ({{disable_overlap_schedule}} is incompatible)",
+                "mem_cache/kv_cache_configurator.py _calculate_mamba_ratio")
+        slots = MAMBA_BASE_SLOTS + ((1 if strategy == "extra_buffer_lazy" or not overlap else 2) if extra else 0)
+    return MambaCache(strategy, overlap, radix, slots, tuple(notes))
 
 
 def _state_charged(model, attn_tp: int, arch, settings: Settings, stages) -> int | None:
@@ -171,7 +264,7 @@ def _state_charged(model, attn_tp: int, arch, settings: Settings, stages) -> int
     every = _layers_by(model, RecurrentState, model.layers)
     if not every:
         return None
-    total = _state(model, every, attn_tp, arch, settings)[0]
+    total = _state(model, every, attn_tp, arch)[0]
     ids = [i for i, _ in every]
     most = max(sum(1 for i in ids if i in st) for st in stages)
     return int(total * (most / max(len(ids), 1)))
@@ -196,7 +289,7 @@ def _page(model, settings: Settings, dsa: bool, mla: bool, asym: bool, notes: li
         backend, page = ("trtllm_mla", user if user in TRTLLM_MLA_PAGES else TRTLLM_PAGE) \
             if arch in TRTLLM_MLA_ARCHS else ("flashinfer", user or 1)
     elif arch in QWEN3_5_SM100_ARCHS:
-        backend, page = ("trtllm_mha", TRTLLM_PAGE) if arch in MAMBA_EXTRA_BUFFER_ARCHS else ("triton", 1)
+        backend, page = ("trtllm_mha", TRTLLM_PAGE) if _qwen3_5_trtllm(settings) else ("triton", 1)
     elif asym:
         backend, page = "fa4", FA4_PAGE
     else:
@@ -205,6 +298,13 @@ def _page(model, settings: Settings, dsa: bool, mla: bool, asym: bool, notes: li
         notes.append(f"SGLang {VERSION} picks the {backend} attention backend on {settings.arch}, with page_size "
                      f"{page}" + (f", not the {user} asked" if user else ""))
     return page
+
+
+def _qwen3_5_trtllm(settings: Settings) -> bool:
+    """arg_groups/model_overrides/qwen3_5.py _qwen3_5_hybrid_overrides on SM100 (no speculative decoding): trtllm_mha
+    (page 64) unless the radix cache is on and mamba_extra_buffer_of is false; the override is collected before
+    _mamba_radix_cache_resolution, so it reads the strategy as given and ``auto`` takes triton (page 1)."""
+    return settings.disable_radix_cache or settings.mamba_radix_cache_strategy in MAMBA_EXTRA_STRATEGIES
 
 
 def _windowed(comp) -> bool:
@@ -306,8 +406,15 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
         packed = dsa and kv_size == 1 and (settings.sm_major or 0) < 10
         mla_dim = rank + rank // 128 * 4 + latent.rope_dim * 2 if packed else latent.dim
     charged = _state_charged(model, attn_tp, arch, settings, stages)
-    per_req, conv_bytes, slots, ssm_dtype = _state(model, states, attn_tp, arch, settings) \
-        if (states or charged is not None) else (0, 0, 1, "float32")
+    has_state = bool(states) or charged is not None
+    per_req, conv_bytes, ssm_dtype = _state(model, states, attn_tp, arch) if has_state else (0, 0, "float32")
+    # what handle_mamba_radix_cache sees: the page --page-size or the model override declared by then, and
+    # whether an override declared trtllm_mha (nemotron_h.py on SM100; qwen3_5.py's own choice)
+    qwen_sm100 = settings.sm_major == 10 and arch in QWEN3_5_SM100_ARCHS
+    page_seen = (TRTLLM_PAGE if _qwen3_5_trtllm(settings) else 1) if qwen_sm100 else settings.page_size
+    trtllm = settings.sm_major == 10 and (arch in NEMOTRON_H_ARCHS or (qwen_sm100 and _qwen3_5_trtllm(settings)))
+    mamba = mamba_cache(arch, settings, has_state, page_seen, trtllm)
+    notes += mamba.notes
     heads = lambda c: max(1, c.kv_heads // attn_tp) if c is not None else 0  # noqa: E731
     return Layout(
         kv_dtype=kv_dtype, kv_size=kv_size, page=page,
@@ -324,7 +431,9 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
         window=window,
         swa_ratio=settings.swa_full_tokens_ratio if settings.swa_full_tokens_ratio is not None
         else DEFAULT_SWA_FULL_TOKENS_RATIO,
-        state_per_request=per_req, state_conv_bytes=conv_bytes, state_ssm_dtype=ssm_dtype, slots_per_request=slots,
+        state_per_request=per_req, state_conv_bytes=conv_bytes, state_ssm_dtype=ssm_dtype,
+        slots_per_request=mamba.slots_per_request if has_state else 1,
+        mamba_strategy=mamba.strategy, overlap=mamba.overlap, radix=mamba.radix,
         state_charged=charged,
         kv_elsewhere=settings.pp > 1 and not (mla or full)
         and bool(_layers_by(model, (FullAttention, MLALatent), model.layers)),
@@ -365,22 +474,46 @@ class Sizing:
     max_running_requests: int
     mrr_capped_by_state: bool
     user_tokens_above_profile: bool  # --max-total-tokens exceeded the profiled value (SGLang warns)
+    swa_cap_mode: bool = False  # the SWA pool sized from the request cap (SWARequestCapPoolConfigurator)
 
 
 def state_pool(lay: Layout, rest_gib: float, settings: Settings) -> tuple[float, int]:
-    """kv_cache_configurator.py _handle_max_mamba_cache (default auto-fit): the rest after the state pool (GiB)
-    and the slots."""
+    """kv_cache_configurator.py _handle_max_mamba_cache: the rest after the state pool (GiB) and the slots. The slots
+    are --max-mamba-cache-size // attn_dp where given; else, without the radix cache and with
+    --max-running-requests, max(1, max_running_requests // attn_dp); else the auto-fit: r / (1 + r) of the rest
+    (r = mamba_full_memory_ratio), one slot held back. The pool takes (slots + 1) slots (a padding slot)."""
     if not lay.has_state:
         return rest_gib, 0
-    r = settings.mamba_full_memory_ratio
-    budget_bytes = rest_gib * r / (1 + r) * (1 << 30)
     per = lay.state_charge
-    slots = int((budget_bytes - per) // per)
+    if settings.max_mamba_cache_size is not None:
+        slots = settings.max_mamba_cache_size // settings.attn_dp
+    elif settings.disable_radix_cache and settings.max_running_requests is not None:
+        slots = max(1, settings.max_running_requests // settings.attn_dp)
+    else:
+        r = settings.mamba_full_memory_ratio
+        budget_bytes = rest_gib * r / (1 + r) * (1 << 30)
+        slots = int((budget_bytes - per) // per)
     if slots <= 0:
         raise refuse(f"Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
                      f"max_mamba_cache_size={slots} (total_rest_memory={rest_gib:.2f} GB, mamba_cache_per_req="
                      f"{per / (1 << 20):.2f} MB)")
     return rest_gib - (slots + 1) * per / (1 << 30), slots
+
+
+def swa_request_cap(lay: Layout, settings: Settings) -> int:
+    """pool_configurator.py compute_swa_request_cap (no speculative decoding, not PD decode): per request window +
+    SGLANG_SWA_EVICTION_INTERVAL + page + a decode page, times max(1, max_running_requests // attn_dp), plus the
+    prefill chunks in flight (2 with the overlap scheduler, 1 without) and a page."""
+    per = lay.window + SWA_EVICTION_INTERVAL + 2 * lay.page
+    reqs = max(1, settings.max_running_requests // settings.attn_dp)
+    return per * reqs + (2 if lay.overlap else 1) * settings.prefill_chunk + lay.page
+
+
+def swa_cap_mode(lay: Layout, settings: Settings) -> bool:
+    """SWARequestCapPoolConfigurator.is_applicable: a split SWA pool (full layers, a known window) sized from the
+    request cap when --max-running-requests is given, the radix cache is off and prefill is chunked."""
+    return bool(lay.swa_layers and lay.full_layers and lay.window is not None and not lay.radix
+                and settings.max_running_requests is not None and settings.prefill_chunk > 0)
 
 
 def size_pools(lay: Layout, rest_gib: float, context: int, settings: Settings) -> Sizing:
@@ -391,18 +524,34 @@ def size_pools(lay: Layout, rest_gib: float, context: int, settings: Settings) -
     available = int(rest_gib * (1 << 30))
     page = lay.page
     cell = lay.cell
-    if cell:
+    cap_mode = swa_cap_mode(lay, settings)
+    swa_cap = ceil_page(swa_request_cap(lay, settings), page) if cap_mode else None
+    if cap_mode:  # SWARequestCapPoolConfigurator.calculate_pool_sizes: the SWA pool first, the rest to the full pool
+        swa_bytes = swa_cap * lay.swa_per_token * len(lay.swa_layers)
+        full_cell = (lay.full_per_token + lay.indexer_row) * len(lay.full_layers)  # _full_cell_bytes
+        tokens = int((available - swa_bytes) // full_cell) // page * page
+        if tokens <= 0:
+            raise refuse(f"SWA pool cap ({swa_cap} tokens, {swa_bytes / (1 << 30):.2f} GiB) leaves no room for the "
+                         f"full KV pool within the available {available / (1 << 30):.2f} GiB. Reduce "
+                         "{{max_running_requests}}, lower SGLANG_SWA_EVICTION_INTERVAL, or increase "
+                         "{{mem_fraction_static}}.")
+    elif cell:
         tokens = int(available // cell) // page * page
     else:  # pool_configurator.py DefaultPoolConfigurator: a stage without KV (its KV on another pp stage) is
         # unbounded (int64 max) so that the stages' MIN ignores it; else max_total_tokens or context_len
         tokens = (INT64_MAX if lay.kv_elsewhere else settings.max_total_tokens or context) // page * page
+    profiled = tokens
     above = settings.max_total_tokens is not None and settings.max_total_tokens > tokens
     if settings.max_total_tokens is not None:
         tokens = min(tokens, settings.max_total_tokens) // page * page
     if tokens <= 0:
         raise refuse("Not enough memory. Please try to increase {{mem_fraction_static}}.")
     swa = None
-    if lay.swa_layers and lay.full_layers:
+    if cap_mode:  # no floor check; a total capped below the profiled one re-derives through
+        # calculate_pool_sizes_from_max_tokens, which keeps the SWA cap min'd with that (unfloored) total
+        cut = settings.max_total_tokens is not None and settings.max_total_tokens < profiled
+        swa = min(swa_cap, settings.max_total_tokens) if cut else swa_cap
+    elif lay.swa_layers and lay.full_layers:
         swa = swa_pool_tokens(lay, tokens)
         if lay.window is not None and lay.window + page >= swa:
             raise refuse(f"SWA pool ({swa} tokens) cannot hold even one request: the prefill admission floor is "
@@ -410,7 +559,7 @@ def size_pools(lay: Layout, rest_gib: float, context: int, settings: Settings) -
                          "{{swa_full_tokens_ratio}} or the total KV budget.")
     mrr, capped = max_running_requests(tokens, context, settings, slots, lay)
     return Sizing(available, slots, (slots + 1) * lay.state_per_request if slots else 0, tokens, swa, mrr, capped,
-                  above)
+                  above, cap_mode)
 
 
 def max_running_requests(tokens: int, context: int, settings: Settings, slots: int, lay: Layout) -> tuple[int, bool]:

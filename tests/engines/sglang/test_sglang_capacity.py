@@ -430,8 +430,12 @@ def test_blackwell_takes_trtllm_pages():
     # DeepseekV3ForCausalLM (DeepSeek-V3, Kimi-K2) takes trtllm_mla: 32 or 64 kept, else 64; DeepseekV2 keeps 1
     assert [_on("b200", "deepseek-v3", page_size=p).fit.json["page_size"] for p in (None, 16, 32)] == [64, 64, 32]
     assert _on("b200", "deepseek-v2-lite").fit.json["page_size"] == 1
-    # Qwen3.5 (qwen3_5.py on SM100, extra_buffer): page 64 whatever is asked
-    assert _on("b200", "qwen3.5-9b", page_size=16, mem_fraction_static=0.8).fit.json["page_size"] == 64
+    # Qwen3.5 on SM100 (qwen3_5.py _qwen3_5_hybrid_overrides, collected before the Mamba strategy resolves): the
+    # strategy as given decides, whatever page is asked: auto takes triton with page 1; extra_buffer, or no radix
+    # cache, trtllm_mha with page 64 (SGLang's own resolution: tests/fixtures/engine-ref/sglang-0.5.23-mamba.json)
+    q35 = lambda **k: _on("b200", "qwen3.5-9b", page_size=16, mem_fraction_static=0.8, **k).fit.json["page_size"]  # noqa: E731
+    assert q35() == 1
+    assert q35(mamba_radix_cache_strategy="extra_buffer") == q35(disable_radix_cache=True) == 64
     # SM120 (RTX 5090) and Hopper stay on page 1
     assert _on("rtx-5090", "llama-3.1-8b").fit.json["page_size"] == 1
 
@@ -499,3 +503,28 @@ def test_a_request_reserves_each_pool_at_its_own_page():
     assert slot == 77_266_944
     assert [(g.kind_name, g.blocks_per_request) for g in p.groups] == [("full", 8192), ("state", 5)]
     assert p.per_request_bytes == 8192 * 12 * 2048 + 5 * slot == 587_661_312
+
+
+def test_deepseek_v4_in_bf16_is_refused_as_sglang_fails_to_allocate_it(cli):
+    """SGLang's own code on the CPU (scripts/audit/sglang_mamba_reference.py, tests/fixtures/engine-ref/
+    sglang-0.5.23-mamba.json): DeepSeek-V4-Flash with --kv-cache-dtype bfloat16 resolves (page 256, ratio 0.1, 256
+    requests, flashmla) and DeepSeekV4TokenToKVPool then fails the store-dtype assert of its first
+    DeepSeekV4SingleKVPool; fp8_e4m3 builds it (5 pages of 256 x 584 B rounded up to 576 B: 149,760 B, uint8 for
+    1,024 SWA tokens + the padding page); float16 fails the dtype override's assert."""
+    ref = json.loads((Path(__file__).parents[2] / "fixtures" / "engine-ref" / "sglang-0.5.23-mamba.json").read_text())
+    v4 = ref["dsv4_kv_cache_dtype"]
+    assert v4["fp8_e4m3"]["swa_kv_buffer"] == {"shape": [-(-(1024 + 256) // 256), -(-256 * 584 // 576) * 576],
+                                               "dtype": "torch.uint8"}
+    assert v4["bfloat16"]["resolved"]["kv_cache_dtype"] == "bfloat16" and v4["bfloat16"]["resolved"]["page_size"] == 256
+    assert v4["bfloat16"]["at"].endswith("assert self.store_dtype == torch.uint8")
+    r = cli("capacity", "deepseek-v4-flash", "--engine", "sglang", "--kv-memory", "40GiB", "-c", "128k",
+            "--precision", "bf16")
+    assert r.code == 2 and r.err.count("\n") == 1
+    assert r.err.startswith("kvcalc: error: --precision: SGLang 0.5.23 accepts --kv-cache-dtype bfloat16 for "
+                            "DeepSeek V4")
+    assert "asserts self.store_dtype == torch.uint8" in r.err
+    # float16 is no precision the V4 configs declare; SGLang's own refusal of it, for a config that did
+    from kvcalc.engines.sglang.dsv4 import _kv_dtype_refusal
+
+    assert v4["float16"]["refused"] == "AssertionError: float16 is not supported for DeepseekV4ForCausalLM"
+    assert "\"float16 is not supported for DeepseekV4ForCausalLM\"" in str(_kv_dtype_refusal("fp16"))

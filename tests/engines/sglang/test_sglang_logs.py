@@ -73,3 +73,22 @@ def test_deepseek_v4_pool_sizes_follow_from_the_full_count(cli):
 def test_a_zero_tp_is_one_line(cli):
     r = cli("check-log", str(LOGS / "sglang-vllm21348-qwen3-235b.log"), "--model", QWEN235, "--tp", "0")
     assert r.code == 2 and r.err == "kvcalc: error: --tp: must be an integer from 1 to 4,096, got 0\n"
+
+
+def test_a_logs_mamba_state_options_plan_the_same_settings(cli, tmp_path):
+    # server_args (the resolved dict) says no_buffer with the overlap scheduler off: 3 state slots per running
+    # request, so max_running_requests = min(4096, 1,841,509 // 2, 525 // 3) = 175 (the log's comments work it out)
+    log = LOGS / "synthetic-sglang-0.5.23-qwen3-next-no-buffer.log"
+    r = cli("check-log", str(log), "--model", "qwen3-next-80b-a3b", "--json")
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert out["verdict"] == "agrees" and _rows(out)["max_running_requests"]["kvcalc"] == f"{525 // 3:,}"
+    assert out["settings"]["mamba_radix_cache_strategy"] == "no_buffer"
+    assert out["settings"]["disable_overlap_schedule"] is True
+    # the same log without those two settings is planned with SGLang's defaults (extra_buffer, overlap on: 5
+    # slots, 525 // 5 = 105 requests), and the logged 175 differs
+    text = log.read_text().replace("'disable_overlap_schedule': True, ", "").replace(
+        "'mamba_radix_cache_strategy': 'no_buffer', ", "")
+    (tmp_path / "defaults.log").write_text(text)
+    r = cli("check-log", str(tmp_path / "defaults.log"), "--model", "qwen3-next-80b-a3b", "--json")
+    assert r.code == 1 and _rows(json.loads(r.out))["max_running_requests"]["kvcalc"] == f"{525 // 5:,}"
