@@ -229,3 +229,69 @@ def test_settings_that_carry_an_architecture_are_named_in_the_basis(capsys):
     render_transfer(console(), t)
     out = " ".join(capsys.readouterr().out.split())
     assert "decode on vLLM 0.33.0 on sm100:" in out and "kernels on sm100 take them" in out and "no GPU named" not in out
+
+
+def test_qwen3_next_without_prefix_caching_moves_blocks_of_another_size(cli):
+    """vLLM with prefix caching off plans Qwen3-Next with mamba_cache_mode "none" (model_executor/models/config.py
+    MambaModelConfig.verify_and_update_config), so platforms/interface.py _align_hybrid_block_size no longer takes
+    the lcm with the gated DeltaNet's 64-token prefill checkpoints: the attention block grows in steps of 16
+    (FlashAttention's MultipleOf(16)) instead of 64, and every state group holds 1 block, not 2 + 1."""
+    attn = 2 * 256 * 2 * 2  # one full-attention layer's token: 2 KV heads x 256 x (K, V) x bf16 = 2,048 B
+    # a gated DeltaNet layer's state: conv (4 - 1) x (2 x 16 x 128 + 32 x 128) x 2 B + recurrent 32 x 128 x 128 x 2 B
+    state = 3 * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 2
+    assert state == 1_097_728
+    on_block = 64 * -(-state // (64 * attn))  # 64 x cdiv(1,097,728, 131,072) = 64 x 9 = 576
+    off_block = 16 * -(-state // (16 * attn))  # 16 x cdiv(1,097,728, 32,768) = 16 x 34 = 544
+    assert (on_block, off_block) == (576, 544)
+    runs = {}
+    for flag in ("--prefix-caching", "--no-prefix-caching"):
+        r = cli("transfer", "qwen3-next-80b-a3b", "-c", "8192", flag, "--json")
+        assert r.code == 0, r.err
+        runs[flag] = r.json()
+    on, off = runs["--prefix-caching"], runs["--no-prefix-caching"]
+    # the prefiller computes 8,191 tokens (the decoder the last): cdiv(8,191, 576) = 15 blocks, cdiv(8,191, 544) = 16,
+    # each of the 12 full-attention layers' pages; each of 3 state groups (12 layers) one running-state slot, real bytes
+    for j, block, blocks in ((on, 576, 15), (off, 544, 16)):
+        assert [(g["kind"], g["units"], g["unit_tokens"], g["unit_bytes"]) for g in j["groups"]] == \
+            [("state", 1, 0, 12 * state)] * 3 + [("full", blocks, block, 12 * block * attn)]
+        assert j["transfer_bytes"] == 3 * 12 * state + blocks * 12 * block * attn
+    assert (on["transfer_bytes"], off["transfer_bytes"]) == (251_854_848, 253_427_712)
+    # the request's reserve: cdiv(8,192, block) full blocks + 3 state groups x (2 running + 1 checkpoint | 1) blocks,
+    # each block of the widest group (12 layers x block x 2,048 B)
+    assert on["reserved_bytes"] == (15 + 3 * 3) * 12 * 576 * attn
+    assert off["reserved_bytes"] == (16 + 3 * 1) * 12 * 544 * attn
+    # the API takes the same setting
+    from kvcalc.engines import get_engine
+
+    t = transfer("qwen3-next-80b-a3b", 8192, settings=get_engine("vllm").settings({"prefix_caching": False}))
+    assert t.transfer_bytes == off["transfer_bytes"] and t.reserved_bytes == off["reserved_bytes"]
+
+
+def test_transfer_takes_the_engine_settings_that_shape_it(cli):
+    # Triton's GDN prefill exports no 64-token checkpoints: with prefix caching on the block is 544 again and the
+    # state groups hold 2 running blocks each
+    r = cli("transfer", "qwen3-next-80b-a3b", "-c", "8192", "--gdn-prefill-backend", "triton", "--json")
+    assert r.code == 0 and r.json()["groups"][-1]["unit_tokens"] == 544
+    assert r.json()["reserved_bytes"] == (16 + 3 * 2) * 12 * 544 * 2048
+    # the in-flight tokens set a sliding-window group's reserve (not what moves): at 32k gpt-oss-120b's 18 window-128
+    # layers admit cdiv(127 + in-flight, 16) + 1 blocks (SlidingWindowSpec.max_admission_blocks_per_request), the 18
+    # full layers cdiv(32,768, 16) = 2,048; a block is 18 layers x 16 tokens x 8 heads x 64 x (K, V) x 2 B
+    block = 18 * 16 * 8 * 64 * 2 * 2
+    for args, in_flight in (((), 2 * 8192), (("--no-async-scheduling", "--max-num-batched-tokens", "1024"), 1024)):
+        j = cli("transfer", "gpt-oss-120b", "-c", "32k", *args, "--json").json()
+        assert j["reserved_bytes"] == (2048 + -(-(127 + in_flight) // 16) + 1) * block
+        # the blocks moved do not depend on them: 2,048 full, and 2,048 - (32,768 - 127) // 16 = 8 of the window
+        assert j["transfer_bytes"] == (2048 + 8) * block
+    # SGLang's prefill server refuses a chunked_prefill_size its page size does not divide (arg_groups/
+    # validation_hook.py; disaggregation's decode side skips the check, the prefill side does not)
+    r = cli("transfer", "llama-3.1-8b", "--engine", "sglang", "--page-size", "48")
+    assert r.code == 2 and r.err.count("\n") == 1 and "chunked_prefill_size must be divisible" in r.err
+    r = cli("transfer", "llama-3.1-8b", "--engine", "sglang", "--page-size", "48", "--chunked-prefill-size", "4800",
+            "-c", "8000", "--json")
+    assert r.code == 0 and r.json()["groups"][0]["units"] == -(-8000 // 48)
+    # another engine's setting: one line naming the flag
+    r = cli("transfer", "llama-3.1-8b", "--engine", "sglang", "--no-prefix-caching")
+    assert r.code == 2 and r.err.count("\n") == 1 and r.err.startswith("kvcalc: error: --prefix-caching: a setting "
+                                                                      "of the vllm engine")
+    r = cli("transfer", "llama-3.1-8b", "--max-num-seqs", "0")
+    assert r.code == 2 and r.err.count("\n") == 1 and "--max-num-seqs" in r.err

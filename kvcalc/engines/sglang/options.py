@@ -34,5 +34,6 @@ OPTIONS = (
            "(SGLang refuses it otherwise).", bool, ("capacity", "verify", "transfer"),
            negative="--no-allow-overwrite-longer-context-len", cli_default=False),
     Option("chunked_prefill_size", "--chunked-prefill-size", "SGLang: tokens per prefill chunk (default: from "
-           "the GPU's memory; it sets the default mem_fraction_static).", int, minimum=1, maximum=1 << 24),
+           "the GPU's memory; it sets the default mem_fraction_static, and SGLang refuses one the page size does "
+           "not divide).", int, minimum=1, maximum=1 << 24, commands=("capacity", "transfer")),
 )
