@@ -295,3 +295,25 @@ def test_transfer_takes_the_engine_settings_that_shape_it(cli):
                                                                       "of the vllm engine")
     r = cli("transfer", "llama-3.1-8b", "--max-num-seqs", "0")
     assert r.code == 2 and r.err.count("\n") == 1 and "--max-num-seqs" in r.err
+
+
+def test_glm5_holds_what_the_engines_store_and_reserves_no_less(cli):
+    """The issue's case: GLM-5 (78 DSA layers) at bf16 keeps a 576-wide bf16 latent (1,152 B) a token, but vLLM and
+    SGLang keep its indexer keys in fp8 with an fp32 scale per 128 (132 B), not the precision's bf16 (256 B): vLLM's
+    v1/attention/backends/mla/indexer.py (DSA_INDEXER_KV_DTYPES, "auto" is fp8), SGLang's index_key_cache.py."""
+    layers, tokens = 78, 8193
+    held = layers * tokens * (1152 + 132)
+    # 64-token blocks (FlashMLA sparse's and the indexer's [64]) / SGLang's DSA pages of 64: cdiv(8,193, 64) = 129
+    reserved = 129 * 64 * layers * (1152 + 132)
+    for engine in ("vllm", "sglang"):
+        j = cli("transfer", "glm-5", "-c", str(tokens), "--engine", engine, "--json").json()
+        assert (j["stored_bytes"], j["reserved_bytes"]) == (held, reserved) == (820_545_336, 826_854_912)
+        assert any("stores indexer as fp8_indexer (132 B), not the precision's bf16 (256 B)" in n for n in j["notes"])
+    # the exact engine stores the precision's formats: the 256 B bf16 keys, and reserves what it holds
+    j = cli("transfer", "glm-5", "-c", str(tokens), "--engine", "exact", "--json").json()
+    assert j["stored_bytes"] == j["reserved_bytes"] == layers * tokens * (1152 + 256) == 899_788_032
+    r = cli("transfer", "glm-5", "-c", str(tokens))
+    assert "holds 782.53 MiB exactly and reserves 788.55 MiB" in " ".join(r.out.split())
+    # with vLLM's mxfp4 indexer the keys are 68 B (64 fp4 + 4 ue8m0 scales)
+    j = cli("transfer", "glm-5", "-c", str(tokens), "--indexer-dtype", "mxfp4", "--json").json()
+    assert (j["stored_bytes"], j["reserved_bytes"]) == (layers * tokens * (1152 + 68), 129 * 64 * layers * (1152 + 68))

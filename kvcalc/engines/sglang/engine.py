@@ -143,6 +143,12 @@ class SglangEngine(Engine):
             lay = replace(lay, notes=lay.notes + (S.fa3_local_graph_note(lay, job.context),))
         return _pool_plan(job, lay)
 
+    def stored_formats(self, spec, precision, settings) -> dict[str, str]:
+        """The precision's formats where SGLang keeps them; its own for the KV dtype, DSA rows and indexer keys and
+        Mamba state (sizing.py stored_formats)."""
+        return {**super().stored_formats(spec, precision, settings),
+                **S.stored_formats(spec, precision.name, settings)}
+
     # ---- the budget -------------------------------------------------------------------------------------
     def budget(self, settings, gpu, model=None, parallel=None):
         mfs = settings.mem_fraction_static
