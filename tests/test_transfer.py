@@ -175,16 +175,37 @@ def test_refusals_and_cli(cli):
     assert r.code == 2 and "--page-size" in r.err
 
 
-def test_sglang_v4_holds_and_prices_its_fp8_layout_when_no_precision_is_asked():
-    # SGLang stores DeepSeek V4 in fp8 whatever the config's default (bf16): the bytes the request holds are the
-    # fp8 ones, and the figure beside them is the pool's price per full token, said so
+def test_sglang_v4_holds_and_reserves_its_fp8_layout_when_no_precision_is_asked():
+    # SGLang stores DeepSeek V4 in fp8 whatever the config's default (bf16), its c4 indexer keys at 132 B (128 fp8 +
+    # an fp32 scale: get_dsv4_indexer_bytes_per_token), not the precision's 68 B fp4 keys
     default = transfer("deepseek-v4-pro", 8300, engine="sglang")
     fp8 = transfer("deepseek-v4-pro", 8300, engine="sglang", precision="fp8")
-    bf16 = transfer("deepseek-v4-pro", 8300, engine="exact", precision="bf16")
-    assert default.precision == "fp8" and default.stored_bytes == fp8.stored_bytes < bf16.stored_bytes
-    assert default.plan.reserved_as.startswith("is priced") and default.to_json()["reserved_as"] == \
-        default.plan.reserved_as
-    assert transfer("llama-3.1-8b", 8192).plan.reserved_as == "reserves"
+    assert default.precision == "fp8" and default.stored_bytes == fp8.stored_bytes
+    # held, by hand, V4-Pro's 30 c4a and 31 c128a layers at 8,300 tokens: each a 128-entry window of 584 B; a c4a
+    # layer 8,300 // 4 = 2,075 entries of 584 B and indexer keys of 132 B, its compressor states (8 x 2 x 2 x 512 +
+    # 8 x 2 x 2 x 128 fp32); a c128a layer 8,300 // 128 = 64 entries and a 128 x 2 x 1 x 512 fp32 state
+    c4 = 128 * 584 + 2075 * (584 + 132) + (8 * 2 * 2 * 512 + 8 * 2 * 2 * 128) * 4
+    c128 = 128 * 584 + 64 * 584 + 128 * 2 * 512 * 4
+    assert default.stored_bytes == 30 * c4 + 31 * c128 == 69_000_056
+    # the reserve: what the request takes in DeepSeekV4TokenToKVPool. ceil(8,300 / 256) = 33 full pages, each every
+    # c4 layer's page of 64 entries (64 x 584 = 37,376 -> 37,440, rounded up to 576 B) and of 64 indexer keys, every
+    # c128 layer's page of 2 (1,168 -> 1,728); the SWA pages of min(8,300, 128 + 128 (eviction interval) + 2 x 256)
+    # = 768 tokens (compute_swa_request_cap): 3, each every layer's 256 x 584 B page (149,760) and each c4 layer's two
+    # 8-row rings (4 x 512 and 4 x 128 fp32 values a row); one c128 request slot, each c128 layer's 128-row ring of
+    # 2 x 512 fp32 values
+    full = 30 * (37_440 + 64 * 132) + 31 * 1_728
+    swa = 61 * 149_760 + 30 * 8 * (4 * 512 + 4 * 128) * 4
+    slot = 31 * 128 * 2 * 512 * 4
+    assert default.reserved_bytes == 33 * full + 3 * swa + slot == 98_228_672 >= default.stored_bytes
+    assert default.plan.reserved_as == "reserves" and default.to_json()["reserved_as"] == "reserves"
+    # a one-token request takes a page of each pool and its c128 slot, no less than what it holds; the pool's price
+    # per full token (_get_bytes_per_full_token: 0.1 x an SWA slot in 61 layers (149,760 / 256 B) with the c4 rings
+    # priced per slot (8 / 256 x 2,560 fp32 x 30), + 30 x (585 / 4 + 132 / 4) + 31 x 864 / 128 = 10,115.25 B) for
+    # its one page would be less than it holds
+    one = transfer("deepseek-v4-pro", 1, engine="sglang")
+    assert one.reserved_bytes == full + swa + slot and one.reserved_bytes >= one.stored_bytes
+    price = 0.1 * (61 * 149_760 / 256 + 8 / 256 * 2560 * 4 * 30) + 30 * (585 / 4 + 132 / 4) + 31 * 864 / 128
+    assert price == 10_115.25 and 256 * price < one.stored_bytes
 
 
 def test_the_gpu_sets_the_layout_the_connector_moves(cli):
