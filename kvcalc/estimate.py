@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence, Union
 from .config import ModelSpec, as_model
 from .errors import KvcalcError
 from .formats import get_format
-from .specs import FixedState, RecurrentState
+from .specs import CompressorState, CompressorStateSlots, FixedState, RecurrentState
 from .units import MAX_TOKENS, format_tokens
 from .vec import Ints, is_array, zeros_like
 
@@ -258,24 +258,34 @@ def _check(spec, numpy, basis: str, batch, mtp: bool) -> None:
                           param="mtp")
 
 
+#: a compressor state kept as one row per token of its span (:class:`kvcalc.specs.CompressorStateSlots`), after its dtype
+PER_TOKEN = " per token"
+
+
 def stored_component(comp, prec, formats: Mapping[str, str] | None):
     """(the component, its format) as stored: the precision's format for its role, or where ``formats`` names one
     for it (an engine's storage, :meth:`kvcalc.engines.base.Engine.stored_formats`), that one; a recurrent state's
-    'conv+ssm' dtypes (or one dtype for both) become the component's own dtypes."""
-    from dataclasses import replace
+    'conv+ssm' dtypes (or one dtype for both) become the component's own dtypes; a compressor state's
+    '<dtype> per token' keeps a row per token of its span (:class:`kvcalc.specs.CompressorStateSlots`)."""
+    from dataclasses import fields, replace
 
     fmt = prec.formats.get(comp.storage)
     name = formats.get(comp.name) if formats else None
     if name is None:
         return comp, fmt
+    where = f"formats.{comp.name}"
     if comp.per_token:
-        return comp, get_format(name, f"formats.{comp.name}")
+        return comp, get_format(name, where)
     if isinstance(comp, RecurrentState):
         conv, _, ssm = name.partition("+")
-        get_format(conv, f"formats.{comp.name}"), get_format(ssm or conv, f"formats.{comp.name}")
+        get_format(conv, where), get_format(ssm or conv, where)
         return replace(comp, dtype=conv, ssm_dtype=ssm or conv), fmt
+    if isinstance(comp, CompressorState) and name.endswith(PER_TOKEN):
+        dtype = name[:-len(PER_TOKEN)]
+        get_format(dtype, where)
+        return CompressorStateSlots(**{f.name: getattr(comp, f.name) for f in fields(comp)} | {"dtype": dtype}), fmt
     if isinstance(comp, FixedState):
-        get_format(name, f"formats.{comp.name}")
+        get_format(name, where)
         return replace(comp, dtype=name), fmt
     return comp, fmt
 
@@ -289,7 +299,7 @@ def _check_formats(spec: ModelSpec, formats) -> None:
     for k, v in formats.items():
         if k not in spec.components:
             raise KvcalcError(f"formats: {spec.name} has no component {k[:80]!r}", param="formats")
-        for part in v.split("+"):
+        for part in v.removesuffix(PER_TOKEN).split("+"):
             get_format(part, f"formats.{k}")
 
 
@@ -308,8 +318,8 @@ def _kind_components(spec: ModelSpec, kind: str, prec, basis: str, contexts,
         elif isinstance(comp, RecurrentState):
             conv, ssm = comp.dtypes(fmt)
             eb, fmt_name = 0, conv if conv == ssm else f"{conv} conv + {ssm} ssm"
-        else:
-            eb, fmt_name = 0, getattr(comp, "dtype", "")
+        else:  # fixed state: its bytes are fixed, unless an engine keeps a row per token (CompressorStateSlots)
+            eb, fmt_name = comp.entry_bytes(fmt), getattr(comp, "dtype", "")
         entries = comp.entries(contexts)
         fixed = comp.fixed_bytes(fmt)
         bound += int(entries.max()) * eb + fixed

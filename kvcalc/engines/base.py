@@ -358,10 +358,14 @@ def format_notes(engine: "Engine", spec, precision, differs: dict[str, str]) -> 
     from ..estimate import stored_component
     from ..formats import FORMATS
 
+    from ..estimate import PER_TOKEN
+
     notes = []
     for name, fmt in sorted(differs.items()):
         comp = spec.components[name]
         mine = precision_format(spec, precision, name)
+        if fmt.removesuffix(PER_TOKEN) == mine:
+            continue  # the same dtype, a row per token of the span (vLLM's V4 compressor state): no other format
         if comp.per_token:
             was = precision.formats[comp.storage]
             notes.append(f"{engine.title} stores {name} as {fmt} ({comp.entry_bytes(FORMATS[fmt]):,} B), not the "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...errors import KvcalcError
 from ...pool import GroupKind
 from ..base import Engine, even_stages, fraction_budget
 from .defaults import (NAME, VERSION, Settings, default_gdn_prefill_backend,

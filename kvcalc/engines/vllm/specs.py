@@ -334,14 +334,20 @@ def stored_format(comp: CacheSpec, precision, settings: Settings, mla: tuple | N
 
 
 def stored_formats(model, precision, settings: Settings) -> dict[str, str]:
-    """Every per-token cache of ``model`` by component, in the format vLLM stores it (:func:`stored_format`); fixed
-    state keeps the precision's dtypes (mamba_cache_dtype auto) and the compressor state its own."""
+    """Every per-token cache of ``model`` by component, in the format vLLM stores it (:func:`stored_format`); Mamba
+    state keeps the precision's dtypes (mamba_cache_dtype auto); DeepSeek V4's compressor state its own dtype, one
+    slot per token of its span (:func:`_v4_state`: a SlidingWindowMLASpec), so that after L tokens it holds
+    min(L, span) slots, not a whole ring."""
+    from ...estimate import PER_TOKEN
+
     used = list(model.components.values())
     mla = _mla_of(used, precision, settings)
     out = {}
     for comp in used:
         if comp.per_token and precision.formats.get(comp.storage) is not None:
             out[comp.name] = stored_format(comp, precision, settings, mla).name
+        elif isinstance(comp, CompressorState):
+            out[comp.name] = f"{comp.dtype}{PER_TOKEN}"
     return out
 
 
