@@ -258,7 +258,7 @@ def _check(spec, numpy, basis: str, batch, mtp: bool) -> None:
                           param="mtp")
 
 
-#: a compressor state kept as one row per token of its span (:class:`kvcalc.specs.CompressorStateSlots`), after its dtype
+#: after a dtype: a compressor state kept as one row per token of its span (:class:`kvcalc.specs.CompressorStateSlots`)
 PER_TOKEN = " per token"
 
 

@@ -338,3 +338,33 @@ def test_glm5_holds_what_the_engines_store_and_reserves_no_less(cli):
     # with vLLM's mxfp4 indexer the keys are 68 B (64 fp4 + 4 ue8m0 scales)
     j = cli("transfer", "glm-5", "-c", str(tokens), "--indexer-dtype", "mxfp4", "--json").json()
     assert (j["stored_bytes"], j["reserved_bytes"]) == (layers * tokens * (1152 + 68), 129 * 64 * layers * (1152 + 68))
+
+
+#: capacity's engine settings that transfer does not take: each sizes the pool or the budget (how many requests fit),
+#: not one request's blocks or pages, what they move or what they reserve; with a value each that the test below
+#: shows changes nothing transfer reports
+BUDGET_ONLY = {
+    "vllm": {"gpu_memory_utilization": 0.5},
+    "sglang": {"mem_fraction_static": 0.5, "max_total_tokens": 100_000, "mamba_full_memory_ratio": 2.0,
+               "max_running_requests": 64, "swa_full_tokens_ratio": 0.5, "enable_dp_attention": True},
+    "exact": {"gpu_memory_utilization": 0.5},
+}
+
+
+def test_transfer_takes_every_capacity_setting_that_shapes_it():
+    from kvcalc.engines import engine_names, engine_options, get_engine
+
+    assert set(engine_names()) == set(BUDGET_ONLY)
+    for name in engine_names():
+        takes = {o.name: set(o.commands) for o in engine_options(name)}
+        capacity = {k for k, c in takes.items() if "capacity" in c}
+        moved = {k for k, c in takes.items() if "transfer" in c}
+        assert moved <= capacity and capacity - moved == set(BUDGET_ONLY[name]), name
+        for model in ("deepseek-v4-pro", "deepseek-v3.2", "llama-4-scout", "qwen3-next-80b-a3b", "gpt-oss-120b"):
+            try:
+                base = transfer(model, 8192, engine=name).to_json()
+            except KvcalcError:
+                continue
+            for k, v in BUDGET_ONLY[name].items():
+                assert transfer(model, 8192, engine=name, settings=get_engine(name).settings({k: v})).to_json() == \
+                    base, (name, model, k)
