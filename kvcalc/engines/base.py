@@ -355,10 +355,8 @@ def format_differences(spec, precision, stored: dict[str, str]) -> dict[str, str
 def format_notes(engine: "Engine", spec, precision, differs: dict[str, str]) -> list[str]:
     """One note for each cache the engine stores in another format than the precision names (``differs``:
     component -> the engine's format), with the bytes of an entry (of a layer's state) each way."""
-    from ..estimate import stored_component
+    from ..estimate import PER_TOKEN, stored_component
     from ..formats import FORMATS
-
-    from ..estimate import PER_TOKEN
 
     notes = []
     for name, fmt in sorted(differs.items()):
