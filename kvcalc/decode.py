@@ -290,6 +290,11 @@ def _does_not_fit(d: Decode, spec, gpu, dense: int, expert: int) -> str:
         if need <= gpu.memory_bytes:
             return (f"{text}; {{{{tp}}}} {tp} ({tp} GPUs) holds {format_bytes(need)} a GPU (before the engine's own "
                     "reserve: `kvcalc capacity` plans it)")
+    widest = decode(spec, d.context_tokens, precision=d.precision, batch=d.batch, tp=_SUGGEST_TP[-1])
+    if widest.stored_bytes * d.batch > gpu.memory_bytes:  # latents, indexer keys: whole on every rank
+        return (f"{text}, at any {{{{tp}}}}: its caches alone take {format_bytes(widest.stored_bytes * d.batch)} a GPU "
+                f"even at tp {_SUGGEST_TP[-1]} (what is not split over tp is whole on every rank); fewer sequences "
+                "({{batch}}) or a shorter {{context}} would fit")
     return f"{text}, nor at {{{{tp}}}} {_SUGGEST_TP[-1]}"
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import itertools
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Literal, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence, Union
 
 from .config import ModelSpec, as_model
 from .errors import KvcalcError, quote
-from .specs import RecurrentState
+from .formats import get_format
+from .specs import CompressorState, CompressorStateSlots, FixedState, RecurrentState
 from .units import MAX_TOKENS, tokens_text
 from .vec import Ints, is_array, zeros_like
 
@@ -257,22 +258,68 @@ def _check(spec, numpy, basis: str, batch, mtp: bool) -> None:
                           param="mtp")
 
 
-def _kind_components(spec: ModelSpec, kind: str, prec, basis: str, contexts) -> tuple[tuple[ComponentBytes, ...], int]:
+#: after a dtype: a compressor state kept as one row per token of its span (:class:`kvcalc.specs.CompressorStateSlots`)
+PER_TOKEN = " per token"
+
+
+def stored_component(comp, prec, formats: Mapping[str, str] | None):
+    """(the component, its format) as stored: the precision's format for its role, or where ``formats`` names one
+    for it (an engine's storage, :meth:`kvcalc.engines.base.Engine.stored_formats`), that one; a recurrent state's
+    'conv+ssm' dtypes (or one dtype for both) become the component's own dtypes; a compressor state's
+    '<dtype> per token' keeps a row per token of its span (:class:`kvcalc.specs.CompressorStateSlots`)."""
+    from dataclasses import fields, replace
+
+    fmt = prec.formats.get(comp.storage)
+    name = formats.get(comp.name) if formats else None
+    if name is None:
+        return comp, fmt
+    where = f"formats.{comp.name}"
+    if comp.per_token:
+        return comp, get_format(name, where)
+    if isinstance(comp, RecurrentState):
+        conv, _, ssm = name.partition("+")
+        get_format(conv, where), get_format(ssm or conv, where)
+        return replace(comp, dtype=conv, ssm_dtype=ssm or conv), fmt
+    if isinstance(comp, CompressorState) and name.endswith(PER_TOKEN):
+        dtype = name[:-len(PER_TOKEN)]
+        get_format(dtype, where)
+        return CompressorStateSlots(**{f.name: getattr(comp, f.name) for f in fields(comp)} | {"dtype": dtype}), fmt
+    if isinstance(comp, FixedState):
+        get_format(name, where)
+        return replace(comp, dtype=name), fmt
+    return comp, fmt
+
+
+def _check_formats(spec: ModelSpec, formats) -> None:
+    if formats is None:
+        return
+    if not isinstance(formats, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in formats.items()):
+        raise KvcalcError("formats: must map component names to storage format names (strings)", param="formats")
+    for k, v in formats.items():
+        if k not in spec.components:
+            raise KvcalcError(f"formats: {spec.name} has no component {k[:80]!r}", param="formats")
+        for part in v.removesuffix(PER_TOKEN).split("+"):
+            get_format(part, f"formats.{k}")
+
+
+def _kind_components(spec: ModelSpec, kind: str, prec, basis: str, contexts,
+                     formats: Mapping[str, str] | None = None) -> tuple[tuple[ComponentBytes, ...], int]:
     """The components one layer of ``kind`` holds on ``basis``, and their exact bytes at the largest context
-    (a Python-int bound, checked before numpy could wrap int64)."""
+    (a Python-int bound, checked before numpy could wrap int64), each in its stored format (``formats``)."""
     comps, bound = [], 0
     for cname in spec.layer_kinds[kind]:
         comp = spec.components[cname]
         if not comp.per_token and basis == "article":
             continue
-        fmt = prec.formats.get(comp.storage)
+        comp, fmt = stored_component(comp, prec, formats)
         if comp.per_token:
             eb, fmt_name = comp.entry_bytes(fmt), fmt.name
         elif isinstance(comp, RecurrentState):
             conv, ssm = comp.dtypes(fmt)
             eb, fmt_name = 0, conv if conv == ssm else f"{conv} conv + {ssm} ssm"
-        else:
-            eb, fmt_name = 0, getattr(comp, "dtype", "")
+        else:  # fixed state: its bytes are fixed, unless an engine keeps a row per token (CompressorStateSlots)
+            eb, fmt_name = comp.entry_bytes(fmt), getattr(comp, "dtype", "")
         entries = comp.entries(contexts)
         fixed = comp.fixed_bytes(fmt)
         bound += int(entries.max()) * eb + fixed
@@ -311,6 +358,7 @@ def estimate(
     mtp: bool = False,
     what: str = "precision",
     numpy: bool = True,
+    formats: Mapping[str, str] | None = None,
 ) -> Estimate:
     """KV cache bytes of ``model`` after ``context`` tokens (an int or a sequence of ints).
 
@@ -318,17 +366,20 @@ def estimate(
     (window + compressed entries + indexer of the main layers only). ``mtp=True`` adds the model's MTP
     layers (speculative decoding on); it needs the complete basis. ``what`` names the precision argument
     in error messages. ``numpy=False`` gives the vectors as :class:`kvcalc.vec.Ints` (exact Python ints with
-    the same indexing, ``tolist`` and arithmetic) and never imports numpy.
+    the same indexing, ``tolist`` and arithmetic) and never imports numpy. ``formats`` maps a component to the
+    storage format an engine stores it in where that differs from the precision's (a recurrent state: its
+    'conv+ssm' dtypes; ``kvcalc.plan.plan`` passes the engine's own, :meth:`Engine.stored_formats`).
     """
     spec = as_model(model)
     _check(spec, numpy, basis, batch, mtp)
+    _check_formats(spec, formats)
     prec = spec.precision(precision, what)
     contexts = _contexts(context, numpy)
 
     per_kind: dict[str, tuple[tuple[ComponentBytes, ...], Vector]] = {}
     bound: dict[str, int] = {}  # exact Python-int bytes of one layer of each kind at the largest context
     for kind in dict.fromkeys(spec.layers + (spec.mtp_layers if mtp else ())):
-        comps, bound[kind] = _kind_components(spec, kind, prec, basis, contexts)
+        comps, bound[kind] = _kind_components(spec, kind, prec, basis, contexts, formats)
         per_kind[kind] = (comps, sum((c.bytes for c in comps), zeros_like(contexts)))
 
     layers = [LayerBytes(i, k, False, *per_kind[k]) for i, k in enumerate(spec.layers)]

@@ -6,13 +6,14 @@ The plan's types live in :mod:`kvcalc.pool`, which engines import; this module a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .config import ModelSpec, as_model
 from .engines import get_engine
-from .engines.base import PlanJob
+from .engines.base import PlanJob, format_differences, format_notes
 from .errors import KvcalcError, quote
-from .estimate import estimate
+from .estimate import estimate, stored_component
 from .pool import GroupKind, Layout, PlanGroup, PlanPage, PlanTensor, PoolPlan
 from .specs import FullAttention, RecurrentState
 
@@ -23,10 +24,13 @@ __all__ = ["GroupKind", "Layout", "PlanGroup", "PlanPage", "PlanTensor", "PoolPl
 
 
 # ---- building a plan ----------------------------------------------------------------------------------------
-def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: bool, tp: int) -> dict:
-    """Exact bytes of each (layer, component) one tp rank holds: heads per rank (replicated when tp exceeds
+def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: bool, tp: int,
+                        formats: dict | None = None) -> dict:
+    """Exact bytes of each (layer, component) one tp rank holds, each component in its stored format (``formats``:
+    an engine's, :meth:`Engine.stored_formats`; None: the precision's): heads per rank (replicated when tp exceeds
     them), fixed state split evenly; latents whole."""
-    est = estimate(model, context, precision=precision, basis="complete", mtp=mtp, numpy=False)
+    est = estimate(model, context, precision=precision, basis="complete", mtp=mtp, numpy=False, formats=formats)
+    prec = model.precisions[precision]
     out = {}
     for layer in est.layers:
         for c in layer.components:
@@ -35,14 +39,17 @@ def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: boo
             if isinstance(spec, FullAttention) and tp > 1:  # heads per rank, replicated when tp > heads
                 b = b // spec.kv_heads * spec.kv_heads_on_rank(tp)
             elif isinstance(spec, RecurrentState) and tp > 1:  # channels and heads split evenly
-                b = spec.fixed_bytes_on_rank(model.precisions[precision].formats.get(spec.storage), tp)
+                stored, fmt = stored_component(spec, prec, formats)
+                b = stored.fixed_bytes_on_rank(fmt, tp)
             out[(layer.index, c.name)] = b
     return out
 
 
-def bytes_on_rank(model: ModelSpec, context: int, precision: str, tp: int, mtp: bool = False) -> int:
-    """Exact bytes of one request's caches on one of ``tp`` ranks (as the plans count them)."""
-    return sum(_analytic_by_member(model, context, precision, mtp, tp).values())
+def bytes_on_rank(model: ModelSpec, context: int, precision: str, tp: int, mtp: bool = False,
+                  formats: dict | None = None) -> int:
+    """Exact bytes of one request's caches on one of ``tp`` ranks (as the plans count them), at the precision's
+    formats or, given ``formats``, an engine's."""
+    return sum(_analytic_by_member(model, context, precision, mtp, tp, formats).values())
 
 
 def check_tp(model: ModelSpec, tp: int, engine: str = "vllm") -> None:
@@ -93,19 +100,22 @@ def plan(
         if mtp and stage == len(stages) - 1:  # the MTP layers sit after the last main layer
             stage_layers |= set(range(len(spec.layers), n_layers))
 
+    # what the engine stores each cache in (its indexer dtype, its latent row, its state dtypes): the exact bytes a
+    # request holds are counted in those formats, so that they stand beside what the engine reserves
+    stored = eng.stored_formats(spec, prec, settings)
+    differs = format_differences(spec, prec, stored)
+
     def analytic_at(ctx: int) -> dict:
-        """Exact bytes of each (layer, component) this rank holds at ``ctx`` tokens."""
-        by_member = _analytic_by_member(spec, ctx, prec.name, mtp, tp)
+        """Exact bytes of each (layer, component) this rank holds at ``ctx`` tokens, in the engine's formats."""
+        by_member = _analytic_by_member(spec, ctx, prec.name, mtp, tp, differs)
         return {k: v for k, v in by_member.items() if k[0] in stage_layers}
 
     job = PlanJob(spec, prec, context, settings, mtp, tp, frozenset(stage_layers), analytic_at(context), analytic_at,
-                  None if precision is None else prec.name)  # as asked, in the model's own spelling (FP8 is fp8)
-    planned = eng.plan(job)
+                  None if precision is None else prec.name, stored)  # as asked, in the model's spelling (FP8 is fp8)
+    p = eng.plan(job)
+    notes = tuple(format_notes(eng, spec, prec, differs))
     if precision is None and prec.name != spec.default_precision:  # the engine's auto, not the config's default
-        from dataclasses import replace
-
-        planned = replace(planned, notes=(
-            f"precision {prec.name}: {eng.title}'s kv-cache dtype auto stores {spec.name} in {prec.name}, not the "
-            f"config's default {spec.default_precision} ({{{{precision}}}} {spec.default_precision} plans that)",
-        ) + planned.notes)
-    return planned
+        notes = (f"precision {prec.name}: {eng.title}'s kv-cache dtype auto stores {spec.name} in {prec.name}, not "
+                 f"the config's default {spec.default_precision} ({{{{precision}}}} {spec.default_precision} plans "
+                 "that)",) + notes
+    return replace(p, stored_formats=stored, notes=notes + p.notes)

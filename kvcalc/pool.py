@@ -69,7 +69,7 @@ class PlanGroup:
     block_size: int
     pages: tuple[PlanPage, ...]
     blocks_per_request: int
-    analytic_bytes: int  # exact bytes of the group's caches for one request (kvcalc estimate)
+    analytic_bytes: int  # exact bytes of the group's caches for one request, in the engine's formats
     window: int | None = None  # tokens: a WINDOW group's window, a CHUNK group's chunk
 
     @property
@@ -132,11 +132,14 @@ class PoolPlan:
     groups: tuple[PlanGroup, ...]
     bytes_per_block: int
     null_blocks: int  # blocks the engine keeps back (vLLM's null block)
-    analytic_bytes: int  # exact bytes one request holds (kvcalc estimate, complete basis)
+    analytic_bytes: int  # exact bytes one request holds (complete basis), in the formats the engine stores
     notes: tuple[str, ...]
     _blocks_at: Callable[[int], tuple[int, ...]] = field(repr=False, compare=False)
     fill_chunk: int | None = None  # tokens the engine prefills per step (verify's fill chunk)
     detail: Any = field(default=None, repr=False, compare=False)  # the engine's own layout, for its sizing
+    #: component -> the format the engine stores it in (Engine.stored_formats): the formats ``analytic_bytes`` and
+    #: every group's ``analytic_bytes`` count
+    stored_formats: dict = field(default_factory=dict, compare=False)
 
     # ---- one request ------------------------------------------------------------------------------------
     @property

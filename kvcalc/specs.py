@@ -323,6 +323,30 @@ class CompressorState(FixedState):
         return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class CompressorStateSlots(CompressorState):
+    """A compressor state kept as one row per token of its last ``span`` tokens rather than a whole ring allocated
+    up front: after L tokens it holds min(L, span) rows of ``2 x coff x dim`` values. How vLLM 0.33 stores it
+    (models/deepseek_v4/compressor.py CompressorStateCache: a SlidingWindowMLASpec of span-token slots). Not a
+    config kind: an engine's storage (:meth:`kvcalc.engines.base.Engine.stored_formats`, '<dtype> per token')."""
+
+    @property
+    def row_bytes(self) -> int:
+        return get_format(self.dtype).entry_bytes(math.prod(self.shape[1:]), 0, f"component {self.name}")
+
+    def entries(self, contexts):
+        return minimum(as_vector(contexts), self.shape[0])
+
+    def entry_bytes(self, fmt: StorageFormat) -> int:
+        return self.row_bytes
+
+    def fixed_bytes(self, fmt: StorageFormat | None = None) -> int:
+        return 0
+
+    def rule(self) -> str:
+        return f"min(L,{self.shape[0]})"
+
+
 # ---- recurrent state of SSM and linear-attention layers ------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class RecurrentState(CacheSpec):

@@ -12,7 +12,7 @@ data rates with their sources: no protocol overhead, no congestion, no overlap w
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import KvcalcError, quote, with_names
 from .paths import DATA
@@ -106,11 +106,12 @@ class Transfer:
     prompt_tokens: int
     tp: int
     plan: TransferPlan
-    stored_bytes: int  # the exact bytes of the request's cache on one rank (kvcalc estimate, complete basis)
+    stored_bytes: int  # the exact bytes of the request's cache on one rank (complete basis), in the engine's formats
     reserved_bytes: int  # what the request's blocks / pages cost in the engine's pool on one rank
     link: Link | None
     gpu: str | None = None  # the catalogue GPU on both sides (None: none named, the engine's Hopper rules)
     arch: str | None = None  # the architecture whose kernels set the layout (None: Hopper's, no GPU named)
+    stored_formats: dict | None = None  # component -> the format the engine stores it in (Engine.stored_formats)
 
     @property
     def cache_bytes(self) -> int:
@@ -138,7 +139,8 @@ class Transfer:
                 "tokens_moved": self.plan.tokens_moved, "groups": [g.to_json() for g in self.plan.groups],
                 "cache_bytes": self.cache_bytes, "aux_bytes": self.plan.aux_bytes,
                 "transfer_bytes": self.transfer_bytes, "wire_bytes": self.wire_bytes,
-                "stored_bytes": self.stored_bytes, "reserved_bytes": self.reserved_bytes,
+                "stored_bytes": self.stored_bytes, "stored_formats": dict(self.stored_formats or {}),
+                "reserved_bytes": self.reserved_bytes,
                 "reserved_as": self.plan.reserved_as, "gpu": self.gpu, "arch": self.arch,
                 "link": None if self.link is None else self.link.to_json(),
                 "transfer_seconds": self.transfer_seconds,
@@ -150,8 +152,9 @@ class Transfer:
 BASIS = ("one request's cache as the engine's connector moves it after prefill: whole blocks or pages, padding "
          "included, per cache group, on one tensor-parallel rank (every decode rank reads its own share; the wire "
          "carries tp times it); the time is one rank's bytes over one link at its peak per-direction rate (no "
-         "protocol overhead, congestion or overlap); no decode-side prefix hit, no speculative decoding; bytes "
-         "exact, binary units; link rates decimal")
+         "protocol overhead, congestion or overlap); no decode-side prefix hit, no speculative decoding; stored_bytes: "
+         "what the request holds, exact, in the formats the engine stores (notes name those that are not the "
+         "precision's); bytes exact, binary units; link rates decimal")
 
 _LINKS: dict[str, Link] | None = None
 
@@ -189,6 +192,7 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
     sides alike) sets the architecture whose kernels pick the block / page layout; None plans on Hopper's rules."""
     from .config import as_model
     from .engines import get_engine
+    from .engines.base import format_differences, format_notes
     from .hardware import resolve_gpu
     from .plan import plan
     from .units import MAX_TOKENS
@@ -208,6 +212,10 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
     eng.check_prompt(spec, prompt_tokens, settings)
     p = plan(spec, prompt_tokens, precision=precision, engine=eng.name, settings=settings, tp=tp)
     tplan = eng.transfer_groups(p, spec, prompt_tokens)
+    # the bytes held are counted in the formats the engine stores: say where they are not the precision's
+    prec = spec.precisions[p.precision]
+    tplan = replace(tplan, notes=tplan.notes + tuple(
+        format_notes(eng, spec, prec, format_differences(spec, prec, p.stored_formats))))
     return Transfer(spec.name, eng.name, eng.title, p.precision, prompt_tokens, tp, tplan, p.analytic_bytes,
                     p.per_request_bytes, chosen, dev.key if dev is not None else None,
-                    getattr(settings, "arch", None))
+                    getattr(settings, "arch", None), dict(p.stored_formats))

@@ -81,7 +81,8 @@ ARCH_GPUS = ("a100-80gb", "b200", "rtx-5090", "mi300x")
 def engine_grid(configs) -> list[list[str]]:
     """capacity for every shipped model x engine x tp x budget x option set, plus --concurrency and --json, and on
     one GPU of each other architecture; transfer for every model x engine x tp (and on those GPUs), and decode on
-    a GPU."""
+    a GPU; capacity and transfer in JSON at 1 and 100 tokens and with each option set, where classify holds the
+    reserve to what it holds."""
     out = []
     for cfg in configs:
         for engine, sets in ENGINE_FLAGS.items():
@@ -93,6 +94,15 @@ def engine_grid(configs) -> list[list[str]]:
         for engine in ("vllm", "sglang", "exact"):  # the transfer each engine's connector moves, and decode's floor
             for tp in ("1", "8"):
                 out.append(["transfer", cfg.stem, "--engine", engine, "-c", "8k", "--tp", tp, "--json"])
+            # a reserve against what it holds (classify checks the JSON) where windows and state are not yet full
+            for ctx in ("1", "100"):
+                out.append(["transfer", cfg.stem, "--engine", engine, "-c", ctx, "--json"])
+                out.append(["capacity", cfg.stem, "--engine", engine, "-c", ctx, "--kv-memory", "40GiB", "--json"])
+        for engine, sets in ENGINE_FLAGS.items():  # each engine's option sets, in JSON: the reserve checked too
+            for extra in sets:
+                tp_args = ["--tp", "2" if "--dp" in extra else "8"]
+                out.append(["capacity", cfg.stem, "--engine", engine, "-c", "32k", "--kv-memory", "40GiB", *tp_args,
+                            *extra, "--json"])
         out.append(["decode", cfg.stem, "--gpu", "h200", "-b", "64", "--json"])
         for engine in ("vllm", "sglang"):  # each architecture's kernels and pages (gpus.yaml arch)
             for gpu in ARCH_GPUS:
@@ -110,7 +120,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", type=float, default=1.0, help="cases per surface x this (default 1: 21,500 + the grid)")
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--no-grid", action="store_true", help="leave out the engine grid (for 27 models: 2,376 capacity runs, 378 transfer and 27 decode runs)")
+    ap.add_argument("--no-grid", action="store_true", help="leave out the engine grid (for 27 models: 2,997 capacity runs, 540 transfer and 27 decode runs)")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -192,7 +202,8 @@ def main() -> int:
         "baseline_rss_mb": round(baseline), "peak_rss_mb": round(rss),
         "peak_rss_rises": [{"mb": round(mb), "case": c} for mb, c in sorted(steps, reverse=True)[:8]],
         "limits": {"seconds_per_case": LIMIT_S, "peak_rss_rise_mb_per_case": LIMIT_RSS_MB},
-        "contract": "exit 0 with finite non-negative numbers, or exit 2 with one 'kvcalc: error:' line, or a "
+        "contract": "exit 0 with finite non-negative numbers (in JSON, no reserve smaller than what it holds: "
+                    "capacity, transfer, verify), or exit 2 with one 'kvcalc: error:' line, or a "
                     "claims/check-log/verify verdict (exit 1); the API raises only KvcalcError, one line; never a "
                     "traceback or an internal error; no write follows a link or leaves a temporary file",
     }

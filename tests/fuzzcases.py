@@ -1,7 +1,8 @@
 """Properties the fuzz suite checks (tests/test_fuzz.py runs a bounded slice, scripts/fuzz.py runs 10,000+
 cases for the record). Every input, however hostile, must end in one of:
 
-* success (exit 0) with finite, non-negative numbers;
+* success (exit 0) with finite, non-negative numbers, and in JSON no reserve smaller than what it holds (where an
+  engine's figure stands beside the exact bytes: :data:`RESERVED_HELD`);
 * a rejection: exit 2 and exactly one line on stderr starting ``kvcalc: error:``;
 * a legitimate verdict (exit 1 from ``claims`` or ``check-log`` when a figure differs);
 
@@ -53,6 +54,30 @@ def run_cli(argv: list[str]) -> tuple[int, str, str, float]:
     return code, out.getvalue(), err.getvalue(), time.perf_counter() - t0
 
 
+#: (reserve, held) keys an engine's JSON sets side by side, in one object: capacity's request and its groups (and
+#: each engine's object side by side), transfer's request, verify's groups and totals (planned for the batch vs
+#: predicted). The held bytes are counted in the formats the engine stores, so the reserve is never the smaller.
+RESERVED_HELD = (("per_request_bytes", "analytic_bytes"), ("reserved_bytes_per_request", "analytic_bytes_per_request"),
+                 ("reserved_bytes", "stored_bytes"), ("planned_bytes", "predicted_bytes"))
+
+
+def check_reserve_holds(obj, where: str = "") -> int:
+    """Every object in a command's JSON output that holds a reserve and the exact bytes beside it
+    (:data:`RESERVED_HELD`): the reserve is no smaller. Returns the pairs checked."""
+    checked, stack = 0, [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            for r, h in RESERVED_HELD:
+                if isinstance(o.get(r), int) and isinstance(o.get(h), int):
+                    assert o[r] >= o[h], f"a reserve below what it holds: {r} {o[r]:,} < {h} {o[h]:,}: {where}"
+                    checked += 1
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+    return checked
+
+
 def classify(argv: list[str], code: int, out: str, err: str, seconds: float, limit_s: float = 5.0) -> str:
     """The outcome, or raise AssertionError naming what broke the contract."""
     where = f"argv={argv!r}"
@@ -60,6 +85,14 @@ def classify(argv: list[str], code: int, out: str, err: str, seconds: float, lim
     assert "internal error" not in err, f"internal error: {where}\n{err[-500:]}"
     assert seconds <= limit_s, f"{seconds:.1f} s (limit {limit_s} s): {where}"
     if code == 0:
+        if "--json" in argv and out.lstrip().startswith(("{", "[")):
+            import json
+
+            try:
+                doc = json.loads(out)
+            except ValueError:
+                doc = None
+            check_reserve_holds(doc, where)
         return "ok"
     if code == 2:
         lines = err.strip("\n").split("\n")

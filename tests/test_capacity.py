@@ -106,7 +106,10 @@ def test_cli_json_contract(cli):
         assert key in out
     assert (out["engine"], out["engine_version"]) == ("vllm", "0.33.0")
     assert out["num_blocks"] == 21474836480 // 1_435_968 == 14_954
-    assert out["per_request_bytes"] == 15_476_863_104 and out["analytic_bytes"] == 5_299_115_008
+    # held in vLLM's formats: its c4 indexer keys at 132 B (fp8, the default indexer dtype), not the precision's 68 B
+    # (fp4): 5,299,115,008 B at the precision's formats + 30 c4a layers x 2^20 // 4 keys x 64 B
+    assert out["per_request_bytes"] == 15_476_863_104
+    assert out["analytic_bytes"] == 5_299_115_008 + 30 * (1 << 20) // 4 * (132 - 68) == 5_802_431_488
     assert out["max_concurrency"] == 14_954 / 10_778
     for page in out["pages"]:
         assert set(page) >= {"group", "layers", "block_size", "page_bytes", "real_page_bytes", "blocks_per_request"}

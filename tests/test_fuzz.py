@@ -103,3 +103,38 @@ def test_the_flags_surface_reaches_every_command():
     options = FS.command_options()
     assert set(options) == set(typer.main.get_command(app).commands)
     assert {"verify", "report", "plot", "import-hf", "check-log"} <= set(options)
+
+
+def test_classify_holds_a_reserve_to_what_it_holds():
+    """The fuzz contract's JSON check: in capacity, transfer and verify output, a reserve beside the exact bytes is
+    never the smaller (planted: a transfer whose reserve is a byte short, a capacity group, a verify group)."""
+    from fuzzcases import check_reserve_holds
+
+    ok = '{"reserved_bytes": 10, "stored_bytes": 10, "groups": [{"planned_bytes": 5, "predicted_bytes": 4}]}'
+    assert classify(["transfer", "m", "--json"], 0, ok, "", 0.0) == "ok"
+    for bad in ('{"reserved_bytes": 9, "stored_bytes": 10}',
+                '{"per_request_bytes": 10, "analytic_bytes": 1, "pages": [{"reserved_bytes_per_request": 1, '
+                '"analytic_bytes_per_request": 2}]}',
+                '{"engines": [{"groups": [{"planned_bytes": 3, "predicted_bytes": 4}]}]}'):
+        with pytest.raises(AssertionError, match="a reserve below what it holds"):
+            classify(["capacity", "m", "--json"], 0, bad, "", 0.0)
+    assert check_reserve_holds({"stored_bytes": 1}) == 0  # decode's stored bytes stand beside no reserve
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "exact"])
+def test_every_model_reserves_what_it_holds_through_the_cli(engine):
+    """The grid's JSON cases where windows and state are not yet full (scripts/fuzz.py runs them with the rest):
+    every shipped model's transfer and capacity at 1 and 100 tokens; classify checks the reserve."""
+    import json
+
+    from fuzzcases import check_reserve_holds
+
+    checked = 0
+    for config in CONFIGS:
+        for ctx in ("1", "100"):
+            for argv in (["transfer", config.stem, "--engine", engine, "-c", ctx, "--json"],
+                         ["capacity", config.stem, "--engine", engine, "-c", ctx, "--kv-memory", "40GiB", "--json"]):
+                code, out, err, seconds = run_cli(argv)
+                if classify(argv, code, out, err, seconds, limit_s=60) == "ok":
+                    checked += check_reserve_holds(json.loads(out))
+    assert checked

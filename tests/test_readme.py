@@ -161,7 +161,7 @@ def test_readme_sglang_check_log_sample_matches():
 
 
 @pytest.mark.parametrize("args", [
-    ["decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "--batch", "64"],
+    ["decode", "deepseek-v4-pro", "-p", "fp8", "--gpu", "h200", "--tp", "8", "--batch", "4"],
     ["capacity", "llama-3.1-8b", "--gpu", "h200", "-c", "128k", "--request-tokens", "8k", "--shared-prefix-tokens", "2k"],
     ["transfer", "deepseek-v4-pro", "-p", "fp8", "-c", "1M", "--allow-long-max-model-len", "--link", "ib-ndr"],
 ])

@@ -175,16 +175,37 @@ def test_refusals_and_cli(cli):
     assert r.code == 2 and "--page-size" in r.err
 
 
-def test_sglang_v4_holds_and_prices_its_fp8_layout_when_no_precision_is_asked():
-    # SGLang stores DeepSeek V4 in fp8 whatever the config's default (bf16): the bytes the request holds are the
-    # fp8 ones, and the figure beside them is the pool's price per full token, said so
+def test_sglang_v4_holds_and_reserves_its_fp8_layout_when_no_precision_is_asked():
+    # SGLang stores DeepSeek V4 in fp8 whatever the config's default (bf16), its c4 indexer keys at 132 B (128 fp8 +
+    # an fp32 scale: get_dsv4_indexer_bytes_per_token), not the precision's 68 B fp4 keys
     default = transfer("deepseek-v4-pro", 8300, engine="sglang")
     fp8 = transfer("deepseek-v4-pro", 8300, engine="sglang", precision="fp8")
-    bf16 = transfer("deepseek-v4-pro", 8300, engine="exact", precision="bf16")
-    assert default.precision == "fp8" and default.stored_bytes == fp8.stored_bytes < bf16.stored_bytes
-    assert default.plan.reserved_as.startswith("is priced") and default.to_json()["reserved_as"] == \
-        default.plan.reserved_as
-    assert transfer("llama-3.1-8b", 8192).plan.reserved_as == "reserves"
+    assert default.precision == "fp8" and default.stored_bytes == fp8.stored_bytes
+    # held, by hand, V4-Pro's 30 c4a and 31 c128a layers at 8,300 tokens: each a 128-entry window of 584 B; a c4a
+    # layer 8,300 // 4 = 2,075 entries of 584 B and indexer keys of 132 B, its compressor states (8 x 2 x 2 x 512 +
+    # 8 x 2 x 2 x 128 fp32); a c128a layer 8,300 // 128 = 64 entries and a 128 x 2 x 1 x 512 fp32 state
+    c4 = 128 * 584 + 2075 * (584 + 132) + (8 * 2 * 2 * 512 + 8 * 2 * 2 * 128) * 4
+    c128 = 128 * 584 + 64 * 584 + 128 * 2 * 512 * 4
+    assert default.stored_bytes == 30 * c4 + 31 * c128 == 69_000_056
+    # the reserve: what the request takes in DeepSeekV4TokenToKVPool. ceil(8,300 / 256) = 33 full pages, each every
+    # c4 layer's page of 64 entries (64 x 584 = 37,376 -> 37,440, rounded up to 576 B) and of 64 indexer keys, every
+    # c128 layer's page of 2 (1,168 -> 1,728); the SWA pages of min(8,300, 128 + 128 (eviction interval) + 2 x 256)
+    # = 768 tokens (compute_swa_request_cap): 3, each every layer's 256 x 584 B page (149,760) and each c4 layer's two
+    # 8-row rings (4 x 512 and 4 x 128 fp32 values a row); one c128 request slot, each c128 layer's 128-row ring of
+    # 2 x 512 fp32 values
+    full = 30 * (37_440 + 64 * 132) + 31 * 1_728
+    swa = 61 * 149_760 + 30 * 8 * (4 * 512 + 4 * 128) * 4
+    slot = 31 * 128 * 2 * 512 * 4
+    assert default.reserved_bytes == 33 * full + 3 * swa + slot == 98_228_672 >= default.stored_bytes
+    assert default.plan.reserved_as == "reserves" and default.to_json()["reserved_as"] == "reserves"
+    # a one-token request takes a page of each pool and its c128 slot, no less than what it holds; the pool's price
+    # per full token (_get_bytes_per_full_token: 0.1 x an SWA slot in 61 layers (149,760 / 256 B) with the c4 rings
+    # priced per slot (8 / 256 x 2,560 fp32 x 30), + 30 x (585 / 4 + 132 / 4) + 31 x 864 / 128 = 10,115.25 B) for
+    # its one page would be less than it holds
+    one = transfer("deepseek-v4-pro", 1, engine="sglang")
+    assert one.reserved_bytes == full + swa + slot and one.reserved_bytes >= one.stored_bytes
+    price = 0.1 * (61 * 149_760 / 256 + 8 / 256 * 2560 * 4 * 30) + 30 * (585 / 4 + 132 / 4) + 31 * 864 / 128
+    assert price == 10_115.25 and 256 * price < one.stored_bytes
 
 
 def test_the_gpu_sets_the_layout_the_connector_moves(cli):
@@ -229,3 +250,122 @@ def test_settings_that_carry_an_architecture_are_named_in_the_basis(capsys):
     render_transfer(console(), t)
     out = " ".join(capsys.readouterr().out.split())
     assert "decode on vLLM 0.33.0 on sm100:" in out and "kernels on sm100 take them" in out and "no GPU named" not in out
+
+
+def test_qwen3_next_without_prefix_caching_moves_blocks_of_another_size(cli):
+    """vLLM with prefix caching off plans Qwen3-Next with mamba_cache_mode "none" (model_executor/models/config.py
+    MambaModelConfig.verify_and_update_config), so platforms/interface.py _align_hybrid_block_size no longer takes
+    the lcm with the gated DeltaNet's 64-token prefill checkpoints: the attention block grows in steps of 16
+    (FlashAttention's MultipleOf(16)) instead of 64, and every state group holds 1 block, not 2 + 1."""
+    attn = 2 * 256 * 2 * 2  # one full-attention layer's token: 2 KV heads x 256 x (K, V) x bf16 = 2,048 B
+    # a gated DeltaNet layer's state: conv (4 - 1) x (2 x 16 x 128 + 32 x 128) x 2 B + recurrent 32 x 128 x 128 x 2 B
+    state = 3 * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 2
+    assert state == 1_097_728
+    on_block = 64 * -(-state // (64 * attn))  # 64 x cdiv(1,097,728, 131,072) = 64 x 9 = 576
+    off_block = 16 * -(-state // (16 * attn))  # 16 x cdiv(1,097,728, 32,768) = 16 x 34 = 544
+    assert (on_block, off_block) == (576, 544)
+    runs = {}
+    for flag in ("--prefix-caching", "--no-prefix-caching"):
+        r = cli("transfer", "qwen3-next-80b-a3b", "-c", "8192", flag, "--json")
+        assert r.code == 0, r.err
+        runs[flag] = r.json()
+    on, off = runs["--prefix-caching"], runs["--no-prefix-caching"]
+    # the prefiller computes 8,191 tokens (the decoder the last): cdiv(8,191, 576) = 15 blocks, cdiv(8,191, 544) = 16,
+    # each of the 12 full-attention layers' pages; each of 3 state groups (12 layers) one running-state slot, real bytes
+    for j, block, blocks in ((on, 576, 15), (off, 544, 16)):
+        assert [(g["kind"], g["units"], g["unit_tokens"], g["unit_bytes"]) for g in j["groups"]] == \
+            [("state", 1, 0, 12 * state)] * 3 + [("full", blocks, block, 12 * block * attn)]
+        assert j["transfer_bytes"] == 3 * 12 * state + blocks * 12 * block * attn
+    assert (on["transfer_bytes"], off["transfer_bytes"]) == (251_854_848, 253_427_712)
+    # the request's reserve: cdiv(8,192, block) full blocks + 3 state groups x (2 running + 1 checkpoint | 1) blocks,
+    # each block of the widest group (12 layers x block x 2,048 B)
+    assert on["reserved_bytes"] == (15 + 3 * 3) * 12 * 576 * attn
+    assert off["reserved_bytes"] == (16 + 3 * 1) * 12 * 544 * attn
+    # the API takes the same setting
+    from kvcalc.engines import get_engine
+
+    t = transfer("qwen3-next-80b-a3b", 8192, settings=get_engine("vllm").settings({"prefix_caching": False}))
+    assert t.transfer_bytes == off["transfer_bytes"] and t.reserved_bytes == off["reserved_bytes"]
+
+
+def test_transfer_takes_the_engine_settings_that_shape_it(cli):
+    # Triton's GDN prefill exports no 64-token checkpoints: with prefix caching on the block is 544 again and the
+    # state groups hold 2 running blocks each
+    r = cli("transfer", "qwen3-next-80b-a3b", "-c", "8192", "--gdn-prefill-backend", "triton", "--json")
+    assert r.code == 0 and r.json()["groups"][-1]["unit_tokens"] == 544
+    assert r.json()["reserved_bytes"] == (16 + 3 * 2) * 12 * 544 * 2048
+    # the in-flight tokens set a sliding-window group's reserve (not what moves): at 32k gpt-oss-120b's 18 window-128
+    # layers admit cdiv(127 + in-flight, 16) + 1 blocks (SlidingWindowSpec.max_admission_blocks_per_request), the 18
+    # full layers cdiv(32,768, 16) = 2,048; a block is 18 layers x 16 tokens x 8 heads x 64 x (K, V) x 2 B
+    block = 18 * 16 * 8 * 64 * 2 * 2
+    for args, in_flight in (((), 2 * 8192), (("--no-async-scheduling", "--max-num-batched-tokens", "1024"), 1024)):
+        j = cli("transfer", "gpt-oss-120b", "-c", "32k", *args, "--json").json()
+        assert j["reserved_bytes"] == (2048 + -(-(127 + in_flight) // 16) + 1) * block
+        # the blocks moved do not depend on them: 2,048 full, and 2,048 - (32,768 - 127) // 16 = 8 of the window
+        assert j["transfer_bytes"] == (2048 + 8) * block
+    # SGLang's prefill server refuses a chunked_prefill_size its page size does not divide (arg_groups/
+    # validation_hook.py; disaggregation's decode side skips the check, the prefill side does not)
+    r = cli("transfer", "llama-3.1-8b", "--engine", "sglang", "--page-size", "48")
+    assert r.code == 2 and r.err.count("\n") == 1 and "chunked_prefill_size must be divisible" in r.err
+    r = cli("transfer", "llama-3.1-8b", "--engine", "sglang", "--page-size", "48", "--chunked-prefill-size", "4800",
+            "-c", "8000", "--json")
+    assert r.code == 0 and r.json()["groups"][0]["units"] == -(-8000 // 48)
+    # another engine's setting: one line naming the flag
+    r = cli("transfer", "llama-3.1-8b", "--engine", "sglang", "--no-prefix-caching")
+    assert r.code == 2 and r.err.count("\n") == 1 and r.err.startswith("kvcalc: error: --prefix-caching: a setting "
+                                                                      "of the vllm engine")
+    r = cli("transfer", "llama-3.1-8b", "--max-num-seqs", "0")
+    assert r.code == 2 and r.err.count("\n") == 1 and "--max-num-seqs" in r.err
+
+
+def test_glm5_holds_what_the_engines_store_and_reserves_no_less(cli):
+    """The issue's case: GLM-5 (78 DSA layers) at bf16 keeps a 576-wide bf16 latent (1,152 B) a token, but vLLM and
+    SGLang keep its indexer keys in fp8 with an fp32 scale per 128 (132 B), not the precision's bf16 (256 B): vLLM's
+    v1/attention/backends/mla/indexer.py (DSA_INDEXER_KV_DTYPES, "auto" is fp8), SGLang's index_key_cache.py."""
+    layers, tokens = 78, 8193
+    held = layers * tokens * (1152 + 132)
+    # 64-token blocks (FlashMLA sparse's and the indexer's [64]) / SGLang's DSA pages of 64: cdiv(8,193, 64) = 129
+    reserved = 129 * 64 * layers * (1152 + 132)
+    for engine in ("vllm", "sglang"):
+        j = cli("transfer", "glm-5", "-c", str(tokens), "--engine", engine, "--json").json()
+        assert (j["stored_bytes"], j["reserved_bytes"]) == (held, reserved) == (820_545_336, 826_854_912)
+        assert any("stores indexer as fp8_indexer (132 B), not the precision's bf16 (256 B)" in n for n in j["notes"])
+    # the exact engine stores the precision's formats: the 256 B bf16 keys, and reserves what it holds
+    j = cli("transfer", "glm-5", "-c", str(tokens), "--engine", "exact", "--json").json()
+    assert j["stored_bytes"] == j["reserved_bytes"] == layers * tokens * (1152 + 256) == 899_788_032
+    r = cli("transfer", "glm-5", "-c", str(tokens))
+    assert "holds 782.53 MiB exactly and reserves 788.55 MiB" in " ".join(r.out.split())
+    # with vLLM's mxfp4 indexer the keys are 68 B (64 fp4 + 4 ue8m0 scales)
+    j = cli("transfer", "glm-5", "-c", str(tokens), "--indexer-dtype", "mxfp4", "--json").json()
+    assert (j["stored_bytes"], j["reserved_bytes"]) == (layers * tokens * (1152 + 68), 129 * 64 * layers * (1152 + 68))
+
+
+#: capacity's engine settings that transfer does not take: each sizes the pool or the budget (how many requests fit),
+#: not one request's blocks or pages, what they move or what they reserve; with a value each that the test below
+#: shows changes nothing transfer reports
+BUDGET_ONLY = {
+    "vllm": {"gpu_memory_utilization": 0.5},
+    "sglang": {"mem_fraction_static": 0.5, "max_total_tokens": 100_000, "mamba_full_memory_ratio": 2.0,
+               "max_running_requests": 64, "swa_full_tokens_ratio": 0.5, "enable_dp_attention": True,
+               "max_mamba_cache_size": 100},
+    "exact": {"gpu_memory_utilization": 0.5},
+}
+
+
+def test_transfer_takes_every_capacity_setting_that_shapes_it():
+    from kvcalc.engines import engine_names, engine_options, get_engine
+
+    assert set(engine_names()) == set(BUDGET_ONLY)
+    for name in engine_names():
+        takes = {o.name: set(o.commands) for o in engine_options(name)}
+        capacity = {k for k, c in takes.items() if "capacity" in c}
+        moved = {k for k, c in takes.items() if "transfer" in c}
+        assert moved <= capacity and capacity - moved == set(BUDGET_ONLY[name]), name
+        for model in ("deepseek-v4-pro", "deepseek-v3.2", "llama-4-scout", "qwen3-next-80b-a3b", "gpt-oss-120b"):
+            try:
+                base = transfer(model, 8192, engine=name).to_json()
+            except KvcalcError:
+                continue
+            for k, v in BUDGET_ONLY[name].items():
+                assert transfer(model, 8192, engine=name, settings=get_engine(name).settings({k: v})).to_json() == \
+                    base, (name, model, k)

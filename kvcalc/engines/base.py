@@ -203,6 +203,19 @@ class Engine(ABC):
         own = sum(max(b - s, 0) for b, s in zip(self.request_blocks(p, tokens), share))
         return Cost("blocks", max(own, 1), sum(share), {})
 
+    # ---- storage ------------------------------------------------------------------------------------------
+    def stored_formats(self, spec, precision, settings) -> dict[str, str]:
+        """The storage format this engine keeps each cache component in, by component name (a format of
+        ``kvcalc.formats``; a recurrent state's 'conv+ssm' dtypes, or one dtype for both): by default the
+        precision's. The exact bytes a request holds, which every command sets beside the engine's figures, are
+        counted in these formats (``kvcalc.plan.plan``)."""
+        return {c: f for c in spec.components if (f := precision_format(spec, precision, c)) is not None}
+
+    def format_hint(self, component: str, fmt: str) -> str:
+        """Words after the note that the engine stores ``component`` as ``fmt``: the setting that selects another
+        (default: none)."""
+        return ""
+
     def transfer_groups(self, p, spec, tokens: int):
         """What the engine's prefill/decode connector moves for one request of ``tokens`` prompt tokens, as a
         :class:`kvcalc.transfer.TransferPlan` (one rank)."""
@@ -305,6 +318,8 @@ class PlanJob:
     analytic: dict  # (layer, component) -> exact bytes this rank holds at ``context``
     analytic_at: Any  # ctx -> that dict at another context
     precision_asked: str | None = None  # the precision as asked (None: the model's default; an engine may differ)
+    #: component -> the format the engine stores it in (Engine.stored_formats), the formats ``analytic`` counts
+    stored_formats: dict = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -312,6 +327,61 @@ class PlanJob:
 
 
 # ---- shared rules --------------------------------------------------------------------------------------------
+def precision_format(spec, precision, component: str) -> str | None:
+    """The format the precision names for ``component`` (a recurrent state: 'conv+ssm', or one dtype for both; fixed
+    state: its dtype); None where the precision maps no format to its role."""
+    from ..specs import FixedState, RecurrentState
+
+    comp = spec.components[component]
+    fmt = precision.formats.get(comp.storage)
+    if comp.per_token:
+        return fmt.name if fmt is not None else None
+    if isinstance(comp, RecurrentState):
+        if comp.dtype is None and fmt is None:
+            return None
+        conv, ssm = comp.dtypes(fmt)
+        return conv if conv == ssm else f"{conv}+{ssm}"
+    if isinstance(comp, FixedState):
+        return comp.dtype
+    return None
+
+
+def format_differences(spec, precision, stored: dict[str, str]) -> dict[str, str]:
+    """The components an engine stores (``stored``: :meth:`Engine.stored_formats`) in another format than the
+    precision names, with the engine's format."""
+    return {c: f for c, f in stored.items() if f != precision_format(spec, precision, c)}
+
+
+def format_notes(engine: "Engine", spec, precision, differs: dict[str, str]) -> list[str]:
+    """One note for each cache the engine stores in another format than the precision names (``differs``:
+    component -> the engine's format), with the bytes of an entry (of a layer's state) each way."""
+    from ..estimate import PER_TOKEN, stored_component
+    from ..formats import FORMATS
+
+    notes = []
+    for name, fmt in sorted(differs.items()):
+        comp = spec.components[name]
+        mine = precision_format(spec, precision, name)
+        if fmt.removesuffix(PER_TOKEN) == mine:
+            continue  # the same dtype, a row per token of the span (vLLM's V4 compressor state): no other format
+        if comp.per_token:
+            was = precision.formats[comp.storage]
+            notes.append(f"{engine.title} stores {name} as {fmt} ({comp.entry_bytes(FORMATS[fmt]):,} B), not the "
+                         f"precision's {mine} ({comp.entry_bytes(was):,} B){engine.format_hint(name, fmt)}")
+            continue
+        held, was = stored_component(comp, precision, {name: fmt}), stored_component(comp, precision, None)
+        notes.append(f"{engine.title} stores {name}'s state as {_state_words(fmt)} ({held[0].fixed_bytes(held[1]):,} "
+                     f"B a layer), not the precision's {_state_words(mine or '?')} ({was[0].fixed_bytes(was[1]):,} B)"
+                     f"{engine.format_hint(name, fmt)}")
+    return notes
+
+
+def _state_words(fmt: str) -> str:
+    """'bf16+fp32' -> 'bf16 conv + fp32 recurrent'; one dtype for both as it is."""
+    conv, _, ssm = fmt.partition("+")
+    return f"{conv} conv + {ssm} recurrent" if ssm else conv
+
+
 def check_kv_heads_split(model: "ModelSpec", tp: int) -> None:
     """KV heads shard over TP ranks: the heads must divide by tp, or tp by the heads (then each rank holds a
     replica of one head; vLLM model_executor/layers/linear.py QKVParallelLinear, SGLang alike). Latent caches

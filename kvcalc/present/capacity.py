@@ -41,6 +41,7 @@ def capacity_json(c) -> dict:
         "blocks_per_request": p.blocks_per_request,
         "per_request_bytes": p.per_request_bytes,
         "analytic_bytes": p.analytic_bytes,
+        "stored_formats": dict(p.stored_formats),
         "max_concurrency": c.max_concurrency,
         "requests_per_replica": c.requests_per_replica,
         "total_requests": c.total_requests,
@@ -144,7 +145,7 @@ def _render_groups(con, c) -> None:
                       f"pages {grp.page_bytes:,} B")
     con.print(f"One request at {ctx_text(p.context)} reserves {format_bytes(p.per_request_bytes)} "
               f"({p.blocks_per_request:,} blocks x {p.bytes_per_block:,} B, the widest group's block); it holds "
-              f"{format_bytes(p.analytic_bytes)} exactly (kvcalc estimate, complete basis).")
+              f"{format_bytes(p.analytic_bytes)} exactly (complete basis, in the formats {c.engine.title} stores).")
 
 
 # ---- engines side by side ---------------------------------------------------------------------------------------
@@ -200,7 +201,8 @@ def render_engines(con, caps) -> None:
         line = f"refused: {c.message}" if isinstance(c, Refused) else c.engine.summary_line(c)
         if line:
             con.print(f"{c.engine.name}: {line}" + ("" if line.endswith(".") else "."))
-    con.print("Each engine at its own defaults for this GPU; `kvcalc capacity MODEL --engine NAME` shows one in full.")
+    con.print("Each engine at its own defaults for this GPU, a request's exact bytes in the formats it stores; `kvcalc "
+              "capacity MODEL --engine NAME` shows one in full.")
 
 
 def engines_json(caps) -> dict:

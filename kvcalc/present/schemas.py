@@ -227,7 +227,8 @@ def _capacity_defs() -> dict:
         "weights_bytes_per_gpu": null(COUNT), "weights_total_bytes": null(COUNT), "weights_basis": STR,
         "reserve_bytes_per_gpu": null(COUNT), "kv_pool_bytes_per_gpu": COUNT, "kv_pool_given": BOOL,
         "bytes_per_block": POS, "num_blocks": COUNT, "null_blocks": COUNT, "blocks_per_request": COUNT,
-        "per_request_bytes": COUNT, "analytic_bytes": COUNT, "max_concurrency": {"type": "number", "minimum": 0},
+        "per_request_bytes": COUNT, "analytic_bytes": COUNT, "stored_formats": mapping(STR),
+        "max_concurrency": {"type": "number", "minimum": 0},
         "requests_per_replica": COUNT, "total_requests": COUNT, "cache_tokens": COUNT,
         "engine_log_line": null(STR), "pages": arr(ref("group"), 1), "notes": arr(STR), "units": {"const": "bytes"},
         "concurrency_asked": POS, "max_context_tokens": POS,
@@ -430,8 +431,8 @@ def _transfer() -> tuple[dict, dict]:
     over = obj({"key": STR, "bytes_per_s": POS, "seconds": NUM})
     return obj({"model": STR, "engine": STR, "engine_title": STR, "precision": STR, "prompt_tokens": POS, "tp": POS,
                 "tokens_moved": POS, "groups": arr(group, 1), "cache_bytes": COUNT, "aux_bytes": COUNT,
-                "transfer_bytes": COUNT, "wire_bytes": COUNT, "stored_bytes": COUNT, "reserved_bytes": COUNT,
-                "reserved_as": STR, "gpu": null(STR), "arch": null(STR), "link": null(link), "transfer_seconds": null(NUM), "links": arr(over, 1), "notes": arr(STR),
+                "transfer_bytes": COUNT, "wire_bytes": COUNT, "stored_bytes": COUNT, "stored_formats": mapping(STR),
+                "reserved_bytes": COUNT, "reserved_as": STR, "gpu": null(STR), "arch": null(STR), "link": null(link), "transfer_seconds": null(NUM), "links": arr(over, 1), "notes": arr(STR),
                 "basis": STR}), {}
 
 

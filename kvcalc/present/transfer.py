@@ -53,4 +53,5 @@ def render_transfer(con, t) -> None:
                else " (their size and rows as the engine's kernels on Hopper take them: no GPU named)")
     con.print(f"Basis: the connector's whole blocks or pages with their padding{kernels}, one rank (each decode rank "
               "reads its own share; ranks in parallel, one link each); peak one-way link rates, no protocol overhead; "
-              "no decode-side prefix hit, no speculative decoding; binary units for bytes, decimal for rates.")
+              "no decode-side prefix hit, no speculative decoding; held: exact bytes in the formats the engine "
+              "stores; binary units for bytes, decimal for rates.")

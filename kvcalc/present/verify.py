@@ -36,8 +36,8 @@ def render_verify(con, result) -> None:
     else:
         con.print(f"Allocated: {r.allocated_bytes:,} B storage{_measured_text(r)}")
     _fill_and_checks(con, r)
-    con.print("Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = paged blocks "
-              "x bytes per block; written = counted in memory (sentinel).")
+    con.print("Basis: bytes; predicted = exact analytic (complete basis) in the formats the engine stores; planned = "
+              "paged blocks x bytes per block; written = counted in memory (sentinel).")
     con.print(f"Verdict: {r.verdict}.")
 
 
@@ -85,7 +85,8 @@ def _render_token_pools(con, r) -> None:
         pools = (f"the smallest pools {eng} builds that take this batch, more than its tokens (the split SWA pool "
                  f"must exceed window + page = {floor:,} and hold the batch's SWA rows)" if floor else
                  f"{eng}'s pools for exactly this batch")
-        con.print(f"Basis: bytes; predicted = exact analytic (kvcalc estimate, complete basis); planned = {pools}, "
+        con.print(f"Basis: bytes; predicted = exact analytic (complete basis) in the formats the engine stores; "
+                  f"planned = {pools}, "
                   "size + page_size rows per layer; tokens = rows (state: slots) without the padding page; written = "
                   "counted in memory (sentinel).")
     con.print(f"Verdict: {r.verdict}.")

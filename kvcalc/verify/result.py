@@ -178,8 +178,8 @@ class Readback:
                    d["pass"])
 
 
-BASIS = ("predicted: exact analytic bytes (kvcalc estimate, complete basis); planned: the engine's "
-         "paged pool (blocks x bytes per block, null block included); allocated: storage bytes on "
+BASIS = ("predicted: exact analytic bytes (complete basis) in the formats the engine stores; planned: the "
+         "engine's paged pool (blocks x bytes per block, null block included); allocated: storage bytes on "
          "CPU, allocator delta on CUDA; written: bytes counted in memory after the fill")
 
 

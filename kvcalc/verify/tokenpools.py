@@ -288,7 +288,8 @@ def _predicted(p, pools, model) -> dict[int, int]:
     ssm state) by their sizes; integer shares that sum to the group's bytes."""
     from ..estimate import estimate
 
-    est = estimate(model, p.context, precision=p.precision, basis=pools.estimate_basis, numpy=False)
+    est = estimate(model, p.context, precision=p.precision, basis=pools.estimate_basis, numpy=False,
+                   formats=p.stored_formats or None)
     exact = {(layer.index, c.name): int(c.bytes[0]) for layer in est.layers for c in layer.components}
     out = {}
     for g in p.groups:

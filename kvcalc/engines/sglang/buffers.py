@@ -51,9 +51,9 @@ class BatchPools:
     buffers: tuple[Buffer, ...]
     swa_floor: int | None = None  # window + page where the split SWA pool's needs, not the batch, size the pools
     estimate_basis = "complete"  # the basis the prediction is computed on
-    _basis = ("predicted: exact analytic bytes of the batch (kvcalc estimate, complete basis), each pool its share "
-             "of its cache group's; planned: the engine's token pools sized to hold exactly the batch (the batch x "
-             "the context rounded up to the page), as it allocates them (size + page_size rows per layer, the "
+    _basis = ("predicted: exact analytic bytes of the batch (complete basis) in the formats SGLang stores, each pool "
+             "its share of its cache group's; planned: the engine's token pools sized to hold exactly the batch (the "
+             "batch x the context rounded up to the page), as it allocates them (size + page_size rows per layer, the "
              "padding page included); blocks: a pool's token rows (a state pool's slots), the padding page not "
              "included; allocated: storage bytes on CPU, allocator delta on CUDA; written: bytes counted in memory "
              "after the fill")

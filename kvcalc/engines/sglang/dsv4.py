@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ...errors import KvcalcError
 from ...specs import CompressedMLA, IndexerCache, SlidingWindowMLA
-from .defaults import VERSION, Settings
+from .defaults import SWA_EVICTION_INTERVAL, VERSION, Settings
 from .sizing import swa_pool_tokens
 
 V4_PAGE = 256  # arg_groups/model_overrides/deepseek_v4.py
@@ -91,6 +91,40 @@ class V4Layout:
         c4 = 1 / 4 * self.paged(4) + 1 / 4 * self.indexer_row
         c128 = 1 / 128 * self.paged(128)
         return self.swa_ratio * self.bytes_per_swa_token + c4 * self.n(4) + c128 * self.n(128)
+
+    # ---- what one request takes in each pool (the transfer moves them; a request's reserve adds them up) ----
+    @property
+    def full_page_bytes(self) -> int:
+        """One full page (256 tokens) of a request in every layer's compressed pool: each c4 layer's page of 64
+        entries and its indexer page of 64 keys, each c128 layer's page of 2 entries (page_bytes(r), rounded up
+        to 576 B; the indexer page 64 x 132 B)."""
+        return self.n(4) * (self.page_bytes(4) + self.page // 4 * self.indexer_row) + self.n(128) * self.page_bytes(128)
+
+    @property
+    def swa_page_bytes(self) -> int:
+        """One SWA page (256 tokens) in every layer's SWA cache, with each c4 layer's two page-scoped compressor
+        rings (8 fp32 rows of 4 x 512 and 4 x 128 values: get_state_buf_infos)."""
+        rings = self.n(4) * RING[4] * (state_width(4, self.head_dim) + state_width(4, self.indexer_dim)) * STATE_BYTES
+        return len(self.ratios) * self.page_bytes() + rings
+
+    @property
+    def c128_slot_bytes(self) -> int:
+        """A request's c128 state slot (get_request_state_buf_infos): each c128 layer's 128-row ring of 2 x 512 fp32
+        values."""
+        return self.n(128) * RING[128] * state_width(128, self.head_dim) * STATE_BYTES
+
+    def swa_request_tokens(self, tokens: int) -> int:
+        """SWA slots a request of ``tokens`` holds at most: its window, the eviction interval, a page of padding and
+        a decode page (pool_configurator.py compute_swa_request_cap, no speculative decoding)."""
+        return min(tokens, self.window + SWA_EVICTION_INTERVAL + 2 * self.page)
+
+    def request_bytes(self, tokens: int) -> int:
+        """What a request of ``tokens`` takes in DeepSeekV4TokenToKVPool: its ceil(T / 256) full pages, the SWA
+        pages of its :meth:`swa_request_tokens` and one c128 state slot. (The pool is sized by a price per full
+        token, bytes_per_full_token, which shares the SWA pool at its ratio: a request holding fewer tokens than
+        its window and state takes more than that price, one holding many takes less.)"""
+        full, swa = -(-tokens // self.page), -(-self.swa_request_tokens(tokens) // self.page)
+        return full * self.full_page_bytes + swa * self.swa_page_bytes + self.c128_slot_bytes
 
     def c128_state_fixed(self, mrr: int) -> int:
         """_get_c128_state_fixed_bytes: (mrr + 1) request slots x the 128-row ring, + a ring and a row, padded to

@@ -151,6 +151,12 @@ class SglangEngine(Engine):
             lay = replace(lay, notes=lay.notes + (S.fa3_local_graph_note(lay, job.context),))
         return _pool_plan(job, lay)
 
+    def stored_formats(self, spec, precision, settings) -> dict[str, str]:
+        """The precision's formats where SGLang keeps them; its own for the KV dtype, DSA rows and indexer keys and
+        Mamba state (sizing.py stored_formats)."""
+        return {**super().stored_formats(spec, precision, settings),
+                **S.stored_formats(spec, precision.name, settings)}
+
     # ---- the budget -------------------------------------------------------------------------------------
     def budget(self, settings, gpu, model=None, parallel=None):
         mfs = settings.mem_fraction_static
@@ -295,6 +301,22 @@ def _prefill_graphs(model, pp: int) -> bool:
     return not any(isinstance(c, (CompressedMLA, KDAState)) for c in model.components.values())
 
 
+@dataclass(frozen=True)
+class V4PoolPlan(PoolPlan):
+    """DeepSeek V4's plan: one group priced per full token as DSV4PoolConfigurator sizes the pool, but a request's
+    reserve is the pages it takes in each of DeepSeekV4TokenToKVPool's pools (:meth:`.dsv4.V4Layout.request_bytes`:
+    full pages, SWA pages with the c4 rings, a c128 state slot), never less than what it holds."""
+
+    @property
+    def per_request_bytes(self) -> int:
+        return self.detail.request_bytes(self.context)
+
+    def pages_json(self) -> list[dict]:
+        out = super().pages_json()
+        out[0]["reserved_bytes_per_request"] = self.per_request_bytes
+        return out
+
+
 def _v4_plan(job, lay) -> PoolPlan:
     """DeepSeek V4: the plan's view is one group of pages (the sizing is DSV4PoolConfigurator's, in .dsv4)."""
     L, page = job.context, lay.page
@@ -308,9 +330,9 @@ def _v4_plan(job, lay) -> PoolPlan:
                       -(-L // page), job.total)
     used = {"kv_cache_dtype": lay.kv_dtype, "page_size": page, "swa_full_tokens_ratio": lay.swa_ratio,
             "max_running_requests": lay.mrr_per_worker, "attn_dp_size": job.settings.attn_dp}
-    return PoolPlan(NAME, VERSION, job.model.name, job.precision.name, L,
-                    job.settings, used, PoolLayout.BLOCK_OUTERMOST, "DSV4PoolConfigurator (ratio mode)", 0, (group,),
-                    group.page_bytes, 1, job.total, lay.notes, lambda ctx: (-(-ctx // page),), detail=lay)
+    return V4PoolPlan(NAME, VERSION, job.model.name, job.precision.name, L,
+                      job.settings, used, PoolLayout.BLOCK_OUTERMOST, "DSV4PoolConfigurator (ratio mode)", 0, (group,),
+                      group.page_bytes, 1, job.total, lay.notes, lambda ctx: (-(-ctx // page),), detail=lay)
 
 
 @dataclass(frozen=True)

@@ -49,5 +49,6 @@ OPTIONS = (
            "attention-DP ranks) instead of --mamba-full-memory-ratio's share of the budget.", int, minimum=1,
            maximum=1 << 30),
     Option("chunked_prefill_size", "--chunked-prefill-size", "SGLang: tokens per prefill chunk (default: from "
-           "the GPU's memory; it sets the default mem_fraction_static).", int, minimum=1, maximum=1 << 24),
+           "the GPU's memory; it sets the default mem_fraction_static, and SGLang refuses one the page size does "
+           "not divide).", int, minimum=1, maximum=1 << 24, commands=("capacity", "transfer")),
 )

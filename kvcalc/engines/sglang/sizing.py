@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import KvcalcError, quote
+from ...formats import get_format
 from ...specs import (ChunkedAttention, FullAttention, IndexerCache, MLALatent, RecurrentState,
                      SlidingWindowAttention)
 from ...units import GIB, format_bytes
@@ -129,6 +130,42 @@ def _kv_dtype(model, precision: str | None, dsa: bool) -> str:
     return name
 
 
+#: SGLang's --kv-cache-dtype -> the kvcalc format of a K, V or MLA latent row in it
+KV_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+
+
+def stored_formats(model, precision: str, settings: Settings) -> dict[str, str]:
+    """The format SGLang 0.5.23 stores each cache of ``model`` in at kvcalc precision ``precision``, by component
+    (nothing for what it refuses; plan() says why):
+
+    * K, V and an MLA latent in the --kv-cache-dtype the precision maps to (:data:`PRECISION_DTYPES`), plain;
+    * a DSA latent in fp8 below compute capability 10 as FlashMLA's packed 656 B row (fp8_ds_mla;
+      kv_cache_configurator.py calculate_mla_kv_cache_dim), from 10 on the raw fp8 row;
+    * DSA and DeepSeek V4 indexer keys in fp8 with an fp32 scale per 128 (132 B) whatever the precision
+      (mem_cache/index_key_cache.py; V4: get_dsv4_indexer_bytes_per_token);
+    * Mamba / DeltaNet state: :func:`state_dtypes`;
+    * DeepSeek V4's window and compressed entries in the precision's fp8_ds_mla_v4 (the only layout modelled), its
+      compressor state in fp32."""
+    kv = KV_FORMATS.get(PRECISION_DTYPES.get(precision, ""))
+    comps = model.components.values()
+    dsa = any(isinstance(c, IndexerCache) and c.ratio == 1 for c in comps)
+    out = {}
+    for c in comps:
+        if isinstance(c, IndexerCache):
+            out[c.name] = "fp8_indexer"
+        elif isinstance(c, RecurrentState):
+            conv, ssm = state_dtypes(c)
+            out[c.name] = conv if conv == ssm else f"{conv}+{ssm}"
+        elif kv is None or not c.per_token or type(c) not in (MLALatent, FullAttention, SlidingWindowAttention,
+                                                              ChunkedAttention):
+            continue
+        elif type(c) is MLALatent and dsa and kv.startswith("fp8") and (settings.sm_major or 0) < 10:
+            out[c.name] = "fp8_ds_mla"
+        else:
+            out[c.name] = kv
+    return out
+
+
 def _layers_by(model, cls, layers) -> list[tuple[int, object]]:
     out = []
     for i, kind in enumerate(layers):
@@ -148,17 +185,31 @@ def _check_kinds(model) -> None:
             raise refuse(f"indexer {comp.name} with ratio {comp.ratio} is not modelled for SGLang {VERSION}")
 
 
+#: configs/mamba_utils.py mamba2_state_dtype: the conv state's dtype (SGLANG_MAMBA_CONV_DTYPE, default bfloat16)
+STATE_CONV_DTYPE = "bf16"
+#: the recurrent state's dtypes SGLang takes from the config's mamba_ssm_dtype (its dtype_map less float32, the
+#: default)
+STATE_HALF_DTYPES = ("bf16", "fp16")
+
+
+def state_dtypes(comp: RecurrentState) -> tuple[str, str]:
+    """(conv, recurrent) dtypes SGLang stores a layer's state in (configs/mamba_utils.py mamba2_state_dtype): conv
+    in bf16 whatever the model dtype, the recurrent state in fp32 unless the model states bf16 or fp16
+    (mamba_ssm_dtype; SGLANG_MAMBA_SSM_DTYPE unset)."""
+    return STATE_CONV_DTYPE, comp.ssm_dtype if comp.ssm_dtype in STATE_HALF_DTYPES else "fp32"
+
+
 def _state(model, states, attn_tp: int, arch: str | None) -> tuple[int, int, str]:
     """(bytes of one state slot over this rank's state layers, of which conv, the recurrent state's dtype).
-    configs/mamba_utils.py Mamba2StateShape: conv state in bf16 (SGLANG_MAMBA_CONV_DTYPE), the recurrent state in
-    fp32 unless the model states its dtype (mamba_ssm_dtype). The slots a running request holds:
-    :func:`mamba_cache`."""
+    configs/mamba_utils.py Mamba2StateShape: conv and recurrent state in :func:`state_dtypes`. The slots a running
+    request holds: :func:`mamba_cache`."""
     per = conv_bytes = 0
-    half = any(comp.ssm_dtype in ("bf16", "fp16") for _, comp in states)
+    half = any(state_dtypes(comp)[1] in STATE_HALF_DTYPES for _, comp in states)
     for _, comp in states:
         conv, ssm = comp.shard_values(attn_tp)
-        conv_bytes += conv * 2
-        per += conv * 2 + ssm * (2 if comp.ssm_dtype in ("bf16", "fp16") else 4)
+        conv_dtype, ssm_dtype = state_dtypes(comp)
+        conv_bytes += conv * get_format(conv_dtype).value_bits // 8
+        per += conv * get_format(conv_dtype).value_bits // 8 + ssm * get_format(ssm_dtype).value_bits // 8
     if arch is None:
         raise refuse("a model with Mamba-style state needs its 'architecture' (config.json architectures[0]): "
                      f"SGLang {VERSION} picks the state cache strategy per architecture")

@@ -40,10 +40,7 @@ def sglang_transfer(p, spec, tokens: int):
     from .dsv4 import V4Layout
 
     if isinstance(p.detail, V4Layout):
-        # DSV4PoolConfigurator sizes the pool by a price per full token (the SWA pool shared at its ratio): the
-        # plan's per-request figure is that price, not the pages the request holds
-        return TransferPlan(_v4_groups(p.detail, tokens), tokens, AUX_BYTES, NOTES,
-                            reserved_as="is priced (bytes_per_full_token x its pages) at")
+        return TransferPlan(_v4_groups(p.detail, tokens), tokens, AUX_BYTES, NOTES)
 
     def window(page: int, w: int):
         start = max(0, tokens - w) // page * page
@@ -60,21 +57,17 @@ NOTES = ("SGLang disaggregation: the prefiller sends each rank's pages and one m
 def _v4_groups(lay, tokens: int):
     """The three components of a DeepSeek V4 request (see the module docstring), one rank."""
     from ...transfer import TransferGroup, cdiv
-    from .dsv4 import RING, STATE_BYTES, state_width
 
     page, n4, n128, layers = lay.page, lay.n(4), lay.n(128), len(lay.ratios)
-    entries = n4 * (lay.page_bytes(4) + (page // 4) * lay.indexer_row) + n128 * lay.page_bytes(128)
     start = max(0, tokens - lay.window) // page * page
-    c4_rings = n4 * RING[4] * (state_width(4, lay.head_dim) + state_width(4, lay.indexer_dim)) * STATE_BYTES
-    swa = layers * lay.page_bytes() + c4_rings
     pending = 1 if n128 and tokens % 128 else 0
-    c128 = n128 * RING[128] * state_width(128, lay.head_dim) * STATE_BYTES
     out = [TransferGroup(0, "full", "c4_entries + c4_indexer + c128_entries", n4 + n128, "page", page,
-                         cdiv(tokens, page), entries, f"ceil({tokens:,} / {page})"),
+                         cdiv(tokens, page), lay.full_page_bytes, f"ceil({tokens:,} / {page})"),
            TransferGroup(1, f"window {lay.window}", "window + c4 compressor states", layers, "page", page,
-                         cdiv(tokens - start, page), swa, f"ceil(({tokens:,} - {start:,}) / {page})")]
+                         cdiv(tokens - start, page), lay.swa_page_bytes, f"ceil(({tokens:,} - {start:,}) / {page})")]
     if n128:
-        out.append(TransferGroup(2, "state", "c128 compressor state", n128, "state slot", 0, pending, c128,
+        out.append(TransferGroup(2, "state", "c128 compressor state", n128, "state slot", 0, pending,
+                                 lay.c128_slot_bytes,
                                  "the pending partial block's ring" if pending else "none pending at a 128-token "
                                  "boundary"))
     return tuple(out)

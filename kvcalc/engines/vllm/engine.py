@@ -72,6 +72,16 @@ class VllmEngine(Engine):
     def plan(self, job):
         return vllm_plan(job)
 
+    def stored_formats(self, spec, precision, settings) -> dict[str, str]:
+        """The precision's formats, but the DSA indexer keys in vLLM's indexer dtype and a DSA latent in its
+        backend's row (specs.py stored_format)."""
+        from .specs import stored_formats
+
+        return {**super().stored_formats(spec, precision, settings), **stored_formats(spec, precision, settings)}
+
+    def format_hint(self, component: str, fmt: str) -> str:
+        return f" ({flag('indexer_dtype')} mxfp4 selects 68 B)" if fmt == "fp8_indexer" else ""
+
     def budget(self, settings, gpu, model=None, parallel=None):
         return fraction_budget(gpu, settings.gpu_memory_utilization, "gpu_memory_utilization")
 

@@ -19,18 +19,20 @@ OPTIONS = (
            "from the log).", int, ("capacity", "check-log", "transfer"), minimum=1, maximum=MAX_TOKENS_SETTING),
     Option("max_num_batched_tokens", "--max-num-batched-tokens", "vLLM's per-step token budget (default: "
            "vllm serve's for the GPU: 8192 on H100/H200, 16384 from 160 GiB, 2048 below 70 GiB or A100; "
-           "verify: 8192, the fill's chunk; check-log: from the log, else 8192).", int,
-           ("capacity", "verify", "check-log"), minimum=1, maximum=MAX_TOKENS_SETTING),
+           "verify: 8192, the fill's chunk; check-log: from the log, else 8192; transfer: sets the in-flight tokens "
+           "of the request's reserve).", int, ("capacity", "verify", "check-log", "transfer"), minimum=1,
+           maximum=MAX_TOKENS_SETTING),
     Option("max_num_seqs", "--max-num-seqs", "vLLM's cap on requests running at once (default: vllm serve's 1024, "
            "256 below 70 GiB or on A100, capped by --max-num-batched-tokens); workload capacity counts it.", int,
-           minimum=1, maximum=MAX_TOKENS_SETTING),
+           ("capacity", "transfer"), minimum=1, maximum=MAX_TOKENS_SETTING),
     Option("async_scheduling", "--async-scheduling", "vLLM 0.33 schedules asynchronously by default: two "
-           "batches in flight.", bool, ("capacity", "verify", "check-log"), negative="--no-async-scheduling",
-           cli_default=DEFAULT_ASYNC_SCHEDULING),
+           "batches in flight.", bool, ("capacity", "verify", "check-log", "transfer"),
+           negative="--no-async-scheduling", cli_default=DEFAULT_ASYNC_SCHEDULING),
     Option("indexer_dtype", "--indexer-dtype", "DeepSeek sparse-indexer cache in vLLM: fp8 (132 B, default) "
            "or mxfp4 (68 B).", str, ("capacity", "transfer"), choices=tuple(INDEXER_DTYPES)),
     Option("prefix_caching", "--prefix-caching", "vLLM's prefix caching (on by default); for Mamba / DeltaNet "
-           "state it reserves 2 running blocks plus checkpoint blocks per request, 1 without.", bool,
+           "state it reserves 2 running blocks plus checkpoint blocks per request, 1 without, and sets the attention "
+           "block size (mamba_cache_mode align or none).", bool, ("capacity", "transfer"),
            negative="--no-prefix-caching", cli_default=DEFAULT_PREFIX_CACHING),
     Option("allow_long_max_model_len", "--allow-long-max-model-len", "As vLLM with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: "
            "plan a max_model_len past the model's derived maximum (vLLM refuses it otherwise).", bool,
@@ -41,7 +43,8 @@ OPTIONS = (
            "(check-log: from the log's warning).", bool, ("capacity", "verify", "check-log", "transfer"),
            negative="--no-hybrid-kv-cache-manager", cli_default=True),
     Option("gdn_prefill_backend", "--gdn-prefill-backend", "Gated DeltaNet prefill in vLLM: flashinfer "
-           "(Hopper's default; 64-token checkpoints) or triton (default: vLLM's choice for --gpu).", str),
+           "(Hopper's default; 64-token checkpoints) or triton (default: vLLM's choice for --gpu).", str,
+           ("capacity", "transfer")),
 )
 
 

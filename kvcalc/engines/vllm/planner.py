@@ -3,13 +3,11 @@ with the notes kvcalc prints about the engine's choices."""
 
 from __future__ import annotations
 
-from ...formats import FORMATS
 from ...pool import GroupKind, Layout, PlanGroup, PlanPage, PoolPlan
 from ...errors import KvcalcError
 from ...specs import GatedDeltaNetState
 from .defaults import VERSION, Settings
 from .grouping import group_layers, promote_local
-from .options import flag
 from .specs import LayerSpec, block_outermost, layer_specs
 
 
@@ -48,16 +46,9 @@ def _empty_group(i: int, whole: list[LayerSpec], context: int, in_flight: int) -
 
 
 def _format_notes(spec, prec, specs: list[LayerSpec]) -> list[str]:
-    """Where vLLM stores a cache in another format than the precision names."""
+    """The V4 layout's backend where it is not the default one (kvcalc.plan notes every cache vLLM stores in
+    another format than the precision names, :meth:`VllmEngine.stored_formats`)."""
     notes = []
-    for comp, fmt in sorted({(s.component, s.format) for s in specs}):
-        c = spec.components[comp]
-        if c.per_token and prec.formats[c.storage].name != fmt:
-            notes.append(
-                f"vLLM {VERSION} stores {comp} as {fmt} ({c.entry_bytes(FORMATS[fmt]):,} B), not the "
-                f"precision's {prec.formats[c.storage].name} ({c.entry_bytes(prec.formats[c.storage]):,} B)"
-                + (f" ({flag('indexer_dtype')} mxfp4 selects 68 B)" if fmt == "fp8_indexer" else "")
-            )
     if any(s.spec == "SlidingWindowMLASpec" for s in specs) and prec.formats.get("kv") is not None \
             and prec.formats["kv"].name != "fp8_ds_mla_v4":
         notes.append(

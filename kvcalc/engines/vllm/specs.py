@@ -126,13 +126,12 @@ def _mla(c: MLALatent, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
 
 
 def _indexer(c: IndexerCache, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
-    # the engine picks the indexer format, not the precision: fp8 (132 B) unless mxfp4 is asked for
-    # (V3.2: models/deepseek_v2.py DeepseekV32IndexerCache; V4: models/deepseek_v4/attention.py
-    # DeepseekV4IndexerCache with tokens_per_state = compress_ratio and the V4 page alignment)
-    efmt = FORMATS[INDEXER_DTYPES[ctx.settings.indexer_dtype]]
+    # ``fmt`` is vLLM's indexer format (:func:`stored_format`), not the precision's; V3.2: models/deepseek_v2.py
+    # DeepseekV32IndexerCache; V4: models/deepseek_v4/attention.py DeepseekV4IndexerCache with tokens_per_state =
+    # compress_ratio and the V4 page alignment
     v4 = c.ratio > 1
-    return LayerSpec(layer, c.name, "MLAAttentionSpec", "full", ctx.block_size, c.ratio, c.entry_bytes(efmt),
-                     ctx.v4_alignment if v4 else 1, None, efmt.name)
+    return LayerSpec(layer, c.name, "MLAAttentionSpec", "full", ctx.block_size, c.ratio, c.entry_bytes(fmt),
+                     ctx.v4_alignment if v4 else 1, None, fmt.name)
 
 
 def _v4_window(c: SlidingWindowMLA, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
@@ -315,11 +314,41 @@ def layer_specs(model, precision, settings: Settings, mtp: bool = False, kv_head
             if isinstance(comp, FullAttention) and kv_heads_divisor > 1:
                 comp = replace(comp, kv_heads=max(1, comp.kv_heads // kv_heads_divisor))
             fn, _, _ = _rule(comp, mla)
-            fmt = precision.formats.get(comp.storage) if comp.per_token or isinstance(comp, RecurrentState) else None
-            if type(comp) is MLALatent and mla is not None:
-                fmt = _dsa_row(mla, fmt, settings)
+            fmt = stored_format(comp, precision, settings, mla) if comp.per_token else \
+                precision.formats.get(comp.storage) if isinstance(comp, RecurrentState) else None
             out.append(fn(comp, fmt, ctx, index))
     return out, block
+
+
+def stored_format(comp: CacheSpec, precision, settings: Settings, mla: tuple | None) -> StorageFormat:
+    """The format vLLM 0.33 stores a per-token cache in (``mla``: the MLA backend, :func:`mla_backend`): the DSA
+    indexer keys in the engine's indexer dtype whatever the precision, fp8 (132 B) unless mxfp4 is asked for
+    (v1/attention/backends/mla/indexer.py DSA_INDEXER_KV_DTYPES, dsa_indexer_uses_fp4); a DSA latent in its
+    backend's row (:func:`_dsa_row`); everything else in the precision's format for its role."""
+    fmt = precision.formats.get(comp.storage)
+    if isinstance(comp, IndexerCache):
+        return FORMATS[INDEXER_DTYPES[settings.indexer_dtype]]
+    if type(comp) is MLALatent and mla is not None:
+        return _dsa_row(mla, fmt, settings)
+    return fmt
+
+
+def stored_formats(model, precision, settings: Settings) -> dict[str, str]:
+    """Every per-token cache of ``model`` by component, in the format vLLM stores it (:func:`stored_format`); Mamba
+    state keeps the precision's dtypes (mamba_cache_dtype auto); DeepSeek V4's compressor state its own dtype, one
+    slot per token of its span (:func:`_v4_state`: a SlidingWindowMLASpec), so that after L tokens it holds
+    min(L, span) slots, not a whole ring."""
+    from ...estimate import PER_TOKEN
+
+    used = list(model.components.values())
+    mla = _mla_of(used, precision, settings)
+    out = {}
+    for comp in used:
+        if comp.per_token and precision.formats.get(comp.storage) is not None:
+            out[comp.name] = stored_format(comp, precision, settings, mla).name
+        elif isinstance(comp, CompressorState):
+            out[comp.name] = f"{comp.dtype}{PER_TOKEN}"
+    return out
 
 
 def _dsa_row(mla: tuple, fmt, settings: Settings):
