@@ -113,9 +113,14 @@ def plan(
     job = PlanJob(spec, prec, context, settings, mtp, tp, frozenset(stage_layers), analytic_at(context), analytic_at,
                   None if precision is None else prec.name, stored)  # as asked, in the model's spelling (FP8 is fp8)
     p = eng.plan(job)
-    notes = tuple(format_notes(eng, spec, prec, differs))
-    if precision is None and prec.name != spec.default_precision:  # the engine's auto, not the config's default
-        notes = (f"precision {prec.name}: {eng.title}'s kv-cache dtype auto stores {spec.name} in {prec.name}, not "
-                 f"the config's default {spec.default_precision} ({{{{precision}}}} {spec.default_precision} plans "
-                 "that)",) + notes
+    notes = precision_notes(eng, spec, prec, asked=precision is not None) + tuple(format_notes(eng, spec, prec, differs))
     return replace(p, stored_formats=stored, notes=notes + p.notes)
+
+
+def precision_notes(eng, spec, prec, asked: bool) -> tuple[str, ...]:
+    """Where no precision was asked and the engine's kv-cache dtype auto is not the config's default (vLLM and SGLang
+    store DeepSeek V4 in fp8): say so, once, wherever the plan is shown."""
+    if asked or prec.name == spec.default_precision:
+        return ()
+    return (f"precision {prec.name}: {eng.title}'s kv-cache dtype auto stores {spec.name} in {prec.name}, not the "
+            f"config's default {spec.default_precision} ({{{{precision}}}} {spec.default_precision} plans that)",)

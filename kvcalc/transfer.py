@@ -193,6 +193,7 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
     from .config import as_model
     from .engines import get_engine
     from .engines.base import format_differences, format_notes
+    from .plan import precision_notes
     from .hardware import resolve_gpu
     from .plan import plan
     from .units import MAX_TOKENS
@@ -214,7 +215,7 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
     tplan = eng.transfer_groups(p, spec, prompt_tokens)
     # the bytes held are counted in the formats the engine stores: say where they are not the precision's
     prec = spec.precisions[p.precision]
-    tplan = replace(tplan, notes=tplan.notes + tuple(
+    tplan = replace(tplan, notes=tplan.notes + precision_notes(eng, spec, prec, asked=precision is not None) + tuple(
         format_notes(eng, spec, prec, format_differences(spec, prec, p.stored_formats))))
     return Transfer(spec.name, eng.name, eng.title, p.precision, prompt_tokens, tp, tplan, p.analytic_bytes,
                     p.per_request_bytes, chosen, dev.key if dev is not None else None,

@@ -96,14 +96,9 @@ def _children(node) -> list:
 
 def load_yaml(path: Path):
     """Parse ``path`` with safe loading; any problem becomes a KvcalcError naming the file."""
-    try:
-        if Path(path).stat().st_size > MAX_YAML_BYTES:
-            raise KvcalcError(f"{path}: larger than {MAX_YAML_BYTES >> 20} MiB; not a kvcalc config")
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvcalcError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise KvcalcError(f"{quote(str(path))}: cannot read: {exc}") from None
+    from .inputs import read_text
+
+    text = read_text(path, None, MAX_YAML_BYTES)  # bounded whatever the path names (/dev/zero, a FIFO)
     try:
         loader = _StrictLoader(text)
         try:

@@ -32,7 +32,9 @@ from fuzzcases import COMMANDS, FLAGS, VALUES, classify, run_cli  # noqa: E402
 
 JUNK = ["", "\x00", "\u2603", "1" * 5000, "-" * 3, "--context=1M", "=", "{}", "[1,2]", "~", "null"]
 #: cases per surface at --scale 1
-PLAN = {"flags": 6000, "yaml": 3000, "config.json": 3000, "logs": 3000, "outputs": 1500, "api": 3000, "tokens": 2000}
+PLAN = {"flags": 6000, "yaml": 3000, "config.json": 3000, "logs": 3000, "outputs": 1500, "api": 3000, "tokens": 2000,
+        "inputs": 400}
+FS.BIG_BYTES = 64 << 20  # check-log's read limit: every big input file at its full size
 LIMIT_S = 5.0
 LIMIT_RSS_MB = 500  # the most one case may raise the process's peak resident memory
 
@@ -180,6 +182,8 @@ def main() -> int:
                             out, err = None, str(exc)
                         record(surface, c[1], time.perf_counter() - t, out, err)
                 if surface == "outputs":
+                    if not FS.specials_intact(scratch):
+                        failures.append("outputs: a write replaced a FIFO or a device node")
                     if not FS.victim_intact(scratch):
                         failures.append("outputs: a write followed a link and overwrote its target")
                     if FS.leftovers(scratch):

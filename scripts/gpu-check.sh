@@ -10,7 +10,7 @@
 # Exit status: 0 when every step passed, 1 otherwise (each step still runs), 2 when there is no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python}
+PY=${PYTHON:-$(command -v python3 || command -v python)}  # PYTHON=/path/to/venv/bin/python picks another
 if [ "${1:-}" != "--dry-run" ] && $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   $PY -m pip install -q --no-deps -e . >/dev/null 2>&1 || true   # the kvcalc / kvcalc_kernels entry points
   mkdir -p reports/verify

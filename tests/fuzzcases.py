@@ -3,7 +3,9 @@ cases for the record). Every input, however hostile, must end in one of:
 
 * success (exit 0) with finite, non-negative numbers, and in JSON no reserve smaller than what it holds (where an
   engine's figure stands beside the exact bytes: :data:`RESERVED_HELD`);
-* a rejection: exit 2 and exactly one line on stderr starting ``kvcalc: error:``;
+* a rejection: exit 2 and exactly one line on stderr starting ``kvcalc: error:``, short (:data:`MAX_ERROR_LINE`:
+  a value it quotes is quoted short, whatever its length) and led by a flag, a file or a model, never by one of the
+  library's parameter names (:func:`library_names`);
 * a legitimate verdict (exit 1 from ``claims`` or ``check-log`` when a figure differs);
 
 never a traceback, never ``kvcalc: internal error``, never more than a few seconds. No hypothesis import
@@ -37,6 +39,16 @@ VALUES = ["1M", "128k", "0", "-1", "1.5M", "1e9", "nan", "inf", "9" * 60, "", " 
           "tests/fixtures/logs/synthetic-sglang-0.5.23-llama-3.1-8b.log",
           "tests/fixtures/logs/sglang-vllm21348-qwen3-235b.log", "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log"]
 OUTCOMES = {"ok", "rejected", "verdict"}
+#: the longest rejection line: errors.quote keeps any value to about 60 characters; engines' own messages are long
+MAX_ERROR_LINE = 700
+
+
+def library_names() -> set[str]:
+    """The library's parameter names that the command line shows as something else (kv_memory as --kv-memory,
+    request_tokens as --request-tokens): an error led by one leaked the API's name to a command-line user."""
+    from kvcalc.present.flags import FLAGS
+
+    return {name for name, flag in FLAGS.items() if flag.lstrip("-") != name}
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str, float]:
@@ -98,6 +110,9 @@ def classify(argv: list[str], code: int, out: str, err: str, seconds: float, lim
         lines = err.strip("\n").split("\n")
         errors = [line for line in lines if line.startswith("kvcalc: error:")]
         assert len(errors) == 1 and lines[-1] == errors[0], f"rejection is not one error line: {where}\n{err[-500:]}"
+        assert len(errors[0]) <= MAX_ERROR_LINE, f"a {len(errors[0]):,}-character error line: {where}\n{err[:300]}"
+        lead = errors[0][len("kvcalc: error: "):].split(":", 1)[0]
+        assert lead not in library_names(), f"the error names the API's {lead!r}, not its flag: {where}\n{err[:300]}"
         return "rejected"
     if code == 1 and argv and (argv[0] in ("claims", "check-log") or (argv[0] == "report" and "--check" in argv)):
         return "verdict"

@@ -10,7 +10,12 @@ tests/test_fuzz.py (a bounded slice of each). Every surface kvcalc reads is gene
 * ``logs``: vLLM's and SGLang's start-up logs (published and synthetic) with numbers replaced (0, negative,
   hundreds of digits, floats), lines duplicated, dropped or made huge, the model id changed;
 * ``outputs``: every command that writes, to an existing file, a folder, a link, a dangling link, a missing
-  folder, a NUL byte, a very long name;
+  folder, a NUL byte, a very long name, a FIFO (read by a thread) and a private character device node (mknod
+  1,3, where this user may make one): the specials must still be what they were;
+* ``inputs``: every file a command reads (check-log's log, --request-tokens-file, a model YAML or config.json as
+  MODEL, --hf, import-hf's CONFIG, claims' --file) given /dev/zero, a folder, a 100 kB path, and files of
+  :data:`BIG_BYTES` (64 MiB for the record) of log text, random printable text, one single line, NUL bytes and
+  lengths;
 * ``api``: estimate, plan, capacity, check_log, decode (with its GPU floor), transfer and verify's argument checks
   with every argument, valid and not.
 
@@ -41,6 +46,9 @@ VALUES = ["1M", "128k", "4k", "1k", "64", "0", "-1", "1.5M", "1e9", "nan", "inf"
           "ib-ndr", "nvlink4", "pcie5-x16", "l4", "mi300x",
           *MODELS[:6], str(HF[0]), str(LOGS[0])]
 JUNK = ["\x00", "\u2603", "--context=1M", "=", "{}", "[1,2]", "~", "null", "--bogus"]
+#: a 100 kB value: any string field may get it (the error that quotes it stays short)
+HUGE = "x" * 100_000
+VALUES += [HUGE, "/dev/zero"]
 
 #: small contexts for the commands that allocate (verify): a fuzz case must stay under 500 MB
 SMALL_CONTEXTS = ["64", "256", "512", "1k", "0", "-5", "nan", "1e400", "9" * 50, "x"]
@@ -254,7 +262,8 @@ def log_case(rng: random.Random, scratch: Path) -> tuple:
 
 # ---- outputs: every command that writes, to every kind of path ---------------------------------------------------
 def output_path(rng: random.Random, scratch: Path, suffix: str) -> str:
-    kind = rng.choice(["new", "existing", "folder", "link", "dangling", "missing-dir", "nul", "long", "dot"])
+    kind = rng.choice(["new", "existing", "folder", "link", "dangling", "missing-dir", "nul", "long", "dot", "fifo",
+                       "device"])
     base = scratch / "outs"
     base.mkdir(exist_ok=True)
     p = base / f"{kind}{rng.randrange(3)}{suffix}"
@@ -276,7 +285,51 @@ def output_path(rng: random.Random, scratch: Path, suffix: str) -> str:
         return str(base / ("n" * 300 + suffix))
     elif kind == "dot":
         return "."
+    elif kind == "fifo":
+        return special_fifo(base)
+    elif kind == "device":
+        return special_device(base) or str(p)
     return str(p)
+
+
+def special_fifo(base: Path) -> str:
+    """A FIFO with a thread reading it (as a pipe's reader would), so a write to it completes."""
+    import stat
+    import threading
+
+    p = base / "fifo"
+    if not p.exists():
+        os.mkfifo(p)
+    if stat.S_ISFIFO(p.stat().st_mode):
+        def drain():
+            with open(p, "rb") as f:
+                while f.read(1 << 16):
+                    pass
+        threading.Thread(target=drain, daemon=True).start()
+    return str(p)
+
+
+def special_device(base: Path) -> str | None:
+    """A private character device with /dev/null's numbers (1, 3), made here once; None where mknod is refused."""
+    import stat
+
+    p = base / "null-device"
+    if not p.exists():
+        try:
+            os.mknod(p, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except OSError:
+            return None
+    return str(p)
+
+
+def specials_intact(scratch: Path) -> bool:
+    """No write replaced the FIFO or the device node: they are still a FIFO and a character device."""
+    import stat
+
+    base = scratch / "outs"
+    fifo, dev = base / "fifo", base / "null-device"
+    ok = not fifo.exists() or stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    return ok and (not dev.exists() or stat.S_ISCHR(os.lstat(dev).st_mode))
 
 
 def outputs_case(rng: random.Random, scratch: Path) -> tuple:
@@ -295,9 +348,15 @@ def outputs_case(rng: random.Random, scratch: Path) -> tuple:
 
 
 def victim_intact(scratch: Path) -> bool:
-    """No write followed a link: the link target planted by ``output_path`` still holds its text."""
-    victim = scratch / "outs" / "victim.txt"
-    return not victim.exists() or victim.read_text() == "precious"
+    """A write to a link went through it, as the shell's ``>`` does, and left the links as they were: the links
+    ``output_path`` planted are still links (a dangling one created nothing), and the file they name is a file."""
+    base = scratch / "outs"
+    if not base.is_dir():
+        return True
+    links = [p for p in base.iterdir() if p.name.startswith(("link", "dangling"))]
+    victim = base / "victim.txt"
+    return all(p.is_symlink() for p in links) and not (base / "nothing-here").exists() and \
+        (not victim.exists() or victim.is_file())
 
 
 def leftovers(scratch: Path) -> list[str]:
@@ -371,8 +430,55 @@ def _beyond_case(rng: random.Random, name: str, model) -> tuple:
     return ("api", f"transfer({model!r}, {kw!r})"[:200], lambda: transfer(model, ctx, **kw))
 
 
+# ---- inputs: every file a command reads, hostile -----------------------------------------------------------------
+#: the size of the big input files (scripts/fuzz.py: 64 MiB, check-log's read limit; the tests' slice: 1 MiB)
+BIG_BYTES = 1 << 20
+
+
+def big_inputs(scratch: Path) -> dict[str, str]:
+    """The hostile files, made once per scratch folder: name -> path."""
+    base = scratch / "inputs"
+    if base.is_dir():
+        return {p.name: str(p) for p in base.iterdir()}
+    base.mkdir()
+    rnd = random.Random(7)
+    log = (ROOT / "tests" / "fixtures" / "logs" / "synthetic-0.33-llama-3.1-8b.log").read_bytes()
+    make = {
+        "log.log": lambda: (log * (BIG_BYTES // len(log) + 1))[:BIG_BYTES],  # a log of many restarts
+        "printable.txt": lambda: "".join(chr(rnd.randrange(32, 127)) if rnd.random() > 0.01 else "\n"
+                                         for _ in range(BIG_BYTES)).encode(),
+        "one-line.txt": lambda: b"9" * BIG_BYTES,
+        "nul.bin": lambda: bytes(BIG_BYTES),
+        "lengths.txt": lambda: b"8k\n" * (BIG_BYTES // 3),
+        "model.yaml": lambda: b"name: " + b"x" * BIG_BYTES,
+        "config.json": lambda: b'{"model_type": "llama", "x": "' + b"y" * BIG_BYTES + b'"}',
+    }
+    for name, fn in make.items():
+        (base / name).write_bytes(fn())
+    return big_inputs(scratch)
+
+
+def inputs_case(rng: random.Random, scratch: Path) -> tuple:
+    files = big_inputs(scratch)
+    src = rng.choice([*files.values(), "/dev/zero", "/dev/null", str(scratch), str(scratch / ("p" * 300)), HUGE,
+                      str(scratch / "no-such-file")])
+    reader = rng.choice(["check-log", "lengths", "model", "hf", "import-hf", "claims"])
+    if reader == "check-log":
+        return ("cli", ["check-log", src] + rng.choice([[], ["--engine", "sglang"], ["--model", "llama-3.1-8b"]]))
+    if reader == "lengths":
+        return ("cli", ["capacity", "llama-3.1-8b", "--kv-memory", "40GiB", "-c", "128k", "--request-tokens-file", src])
+    if reader == "model":
+        return ("cli", [rng.choice(["estimate", "show", "decode", "transfer"]), src] + (["-c", "8k"] if rng.random() < 0.5
+                                                                                         else []))
+    if reader == "hf":
+        return ("cli", ["estimate", "--hf", src, "-c", "8k"])
+    if reader == "import-hf":
+        return ("cli", ["import-hf", src])
+    return ("cli", ["claims", "--file", src])
+
+
 SURFACES = {"flags": None, "yaml": yaml_case, "config.json": hf_case, "logs": log_case, "outputs": outputs_case,
-            "api": api_case}
+            "api": api_case, "inputs": inputs_case}
 
 
 def case(surface: str, rng: random.Random, scratch: Path, options: dict | None = None) -> tuple:

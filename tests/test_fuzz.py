@@ -67,7 +67,7 @@ import random  # noqa: E402
 
 import fuzzsurfaces as FS  # noqa: E402
 
-PER_SURFACE = {"flags": 30, "yaml": 20, "config.json": 25, "logs": 25, "outputs": 15, "api": 40}
+PER_SURFACE = {"flags": 30, "yaml": 20, "config.json": 25, "logs": 25, "outputs": 15, "api": 40, "inputs": 20}
 
 
 @pytest.mark.parametrize("surface", sorted(PER_SURFACE))
@@ -91,7 +91,7 @@ def test_every_surface_slice(surface, tmp_path):
         os.chdir(old)
     assert seen & {"ok", "rejected", "verdict"}, seen  # the slice reached the commands, not only their refusals
     if surface == "outputs":
-        assert FS.victim_intact(tmp_path) and not FS.leftovers(tmp_path)
+        assert FS.victim_intact(tmp_path) and FS.specials_intact(tmp_path) and not FS.leftovers(tmp_path)
 
 
 def test_the_flags_surface_reaches_every_command():

@@ -2,6 +2,7 @@
 parsed by the CLI itself, the paths it reads, the memory it needs and its expected figures, so the first GPU run
 cannot fail on a typo, a missing flag or a wrong path; and a planted typo is caught."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 
 def test_the_dry_run_checks_every_step():
-    r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check.sh"), "--dry-run"], capture_output=True, text=True)
+    # the interpreter running the tests, not `python` from PATH (a venv that is not activated has none with kvcalc)
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check.sh"), "--dry-run"], capture_output=True, text=True,
+                       env={**os.environ, "PYTHON": sys.executable})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr
     assert "0 problem(s)" in r.stdout and "the limit is 8 min" in r.stdout
     # the headline at 1M needs the V3.2-style stack's 1,408 x 2^20 x 61 B = 83.88 GiB and expects the write-up's

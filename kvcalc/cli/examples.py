@@ -33,7 +33,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "transfer": ("kvcalc transfer llama-3.1-70b -c 32k --tp 4",
                  "kvcalc transfer deepseek-v4-pro -c 128k --tp 8 --link ib-ndr --json"),
     "decode": ("kvcalc decode deepseek-v4-pro -c 1M -p fp8",
-               "kvcalc decode llama-3.1-8b -c 128k --batch 32 --gpu h100"),
+               "kvcalc decode llama-3.1-8b -c 8k --batch 32 --gpu h100"),
     "schema": ("kvcalc schema",
                "kvcalc schema --output capacity"),
 }

@@ -506,7 +506,7 @@ def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
         path = candidate
         if path.is_dir():
             raise KvcalcError(f"{what}: {quote(key)} is a directory, not a config file", param=what)
-        if not path.is_file():
+        if not path.exists():  # a device or a FIFO (`<(...)`) is read, bounded (yamlio.load_yaml)
             raise KvcalcError(f"{what}: no such config file {quote(key)}", param=what)
     else:
         path = config_path(key)

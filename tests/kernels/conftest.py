@@ -10,24 +10,28 @@ DEVICE = os.environ.get("KVCALC_KERNEL_TEST_DEVICE", "cpu")
 if DEVICE == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"
 
+import pytest  # noqa: E402
+
 try:
     import torch  # noqa: E402
     import triton  # noqa: E402,F401
-except ImportError as exc:  # pragma: no cover - CI installs both
-    raise ImportError(
-        "tests/kernels need torch and triton (pip install -e '.[verify]'; see .ci/run)"
-    ) from exc
+except ImportError:  # pragma: no cover - CI installs both: without them the kernel tests are skipped, not errors
+    torch = None
+    collect_ignore_glob = ["test_*.py"]
 
-import pytest  # noqa: E402
+
+def pytest_report_header(config):
+    if torch is None:
+        return "tests/kernels: skipped, torch and triton are not installed (pip install -e '.[verify]'; see .ci/run)"
 
 
 @pytest.fixture(scope="session")
-def device() -> torch.device:
+def device() -> "torch.device":
     return torch.device(DEVICE)
 
 
 @pytest.fixture
-def gen() -> torch.Generator:
+def gen() -> "torch.Generator":
     g = torch.Generator()
     g.manual_seed(1234)
     return g

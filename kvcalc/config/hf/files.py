@@ -43,16 +43,15 @@ def locate(arg: str, flag: str = "--hf") -> str:
 def read_config(path: str | Path) -> tuple[dict, str]:
     """A config.json (or a directory holding one) as a dict. Real files carry ``Infinity`` / ``NaN``; the
     JSON reader accepts them."""
+    from ...inputs import read_bytes
+
     p = Path(path)
     try:
         if p.is_dir():
             p = p / "config.json"
-        if p.stat().st_size > MAX_CONFIG_BYTES:
-            raise _fail(f"{p}: larger than {MAX_CONFIG_BYTES >> 20} MiB; not a model config")
-        with open(p, "rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
         raise _fail(f"{quote(str(p))}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    raw = read_bytes(p, None, MAX_CONFIG_BYTES)  # bounded whatever the path names (/dev/zero, a FIFO)
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

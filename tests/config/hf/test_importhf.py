@@ -152,7 +152,7 @@ def test_cli(cli, tmp_path):
     r = cli("show", "--hf", str(HF / "gpt-oss-20b.json"), "--json")
     assert r.code == 0
     r = cli("import-hf", str(tmp_path / "nope.json"))
-    assert r.code == 2 and "cannot read" in r.err
+    assert r.code == 2 and "does not exist (no such file)" in r.err and r.err.count("\n") == 1
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     r = cli("import-hf", str(bad))
