@@ -17,3 +17,7 @@ def render_gpus(con, gpus) -> None:
     con.table(t)
     con.print("Bandwidth: peak memory bandwidth from spec sheets, decimal TB/s (`kvcalc decode --gpu` divides by "
               "it). Sources: `kvcalc gpus --json`.")
+    from ..hardware import ALIASES
+
+    con.print("Short names: " + "; ".join(f"{k} is read as {full} (a warning says so)" for k, (full, _) in
+                                          ALIASES.items()) + ".")

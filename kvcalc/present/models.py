@@ -14,7 +14,7 @@ def model_json(m, full: bool = False) -> dict:
         "description": m.description,
         "path": m.path,
         "layers": len(m.layers),
-        "layout": m.structure_text(), "layer_kinds": m.layout_text(),
+        "layout": m.structure_text(), "config_layout": m.layout_text(),
         "mtp_layers": len(m.mtp_layers),
         "max_context": m.max_context,
         "precisions": {p.name: {r: f.name for r, f in p.formats.items()} for p in m.precisions.values()},

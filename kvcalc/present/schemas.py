@@ -265,7 +265,7 @@ def _capacity() -> tuple[dict, dict]:
 # ---- show, models, gpus, claims, check-log --------------------------------------------------------------------
 def _model(full: bool) -> dict:
     props = {"name": STR, "display_name": STR, "description": STR, "path": STR, "layers": COUNT, "layout": STR,
-             "layer_kinds": STR,
+             "config_layout": STR,
              "mtp_layers": COUNT, "max_context": null(POS), "precisions": mapping(mapping(STR), 1),
              "default_precision": STR}
     if not full:
