@@ -1,7 +1,7 @@
 """Byte layouts of the cache formats the kernels write.
 
-The layouts come from the analytic core (``kvcalc.formats``, the single source of byte layouts; engine
-facts such as page alignment from ``kvcalc.engines.vllm``); this module adds only the writers' rules (scale
+The layouts come from the analytic core (``kvcalc.formats``, the single source of byte layouts, page alignment
+included); this module adds only the writers' rules (scale
 floors, bf16 input rounding) and the page arithmetic the kernels address with. Nothing here imports torch
 or triton. The tests check the layouts against hand-written offsets and the published entry sizes (584,
 656, 132, 68 bytes).
@@ -59,9 +59,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvcalc.engines.vllm import V4_PAGE_ALIGNMENT
 from kvcalc.formats import FORMATS as CORE_FORMATS
 from kvcalc.formats import RecordLayout
+
+#: DeepSeek V4's fp8 pages are padded to a multiple of this (the format's own fact: kvcalc.formats)
+V4_PAGE_ALIGNMENT = CORE_FORMATS["fp8_ds_mla_v4"].page_align
 
 # e4m3 (OCP "fn" variant, no infinities): largest finite value.
 FP8_E4M3_MAX = 448.0

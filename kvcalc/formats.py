@@ -51,6 +51,21 @@ class StorageFormat:
     scale_per_entry: bool = False
     """One scale for the whole entry, whatever its width (vLLM's per-token-head modes: one scale per head and
     K/V side); group_size is then None."""
+    torch_dtype: str | None = None
+    """The torch dtype a plain format is held in (``torch.bfloat16`` -> ``bfloat16``); None for a record format,
+    held as uint8 rows. verify's allocators and writers, and the engines that print torch dtypes, read it here."""
+    page_align: int = 1
+    """Pages of this format are padded up to a multiple of this many bytes where the kernels pack them (FlashMLA's
+    DeepSeek V4 layout: 576); 1 for none."""
+    blocked: bool = False
+    """ggml's block formats: each ``group_size`` values are one block, its scale(s) first, then its packed values
+    (``block_q8_0 {half d; int8 qs[32]}``), blocks back to back. The bytes per entry are the same sums; the record
+    layout interleaves per block, so :meth:`layout` (the kernels' single-record view) does not describe it."""
+
+    @property
+    def element_bytes(self) -> int | None:
+        """Bytes of one value of a plain dtype (bf16: 2); None where values are not whole bytes apart."""
+        return self.value_bits // 8 if self.plain and self.value_bits % 8 == 0 else None
 
     @property
     def plain(self) -> bool:
@@ -94,6 +109,9 @@ class StorageFormat:
 
     def layout(self, dim: int, rope_dim: int = 0, where: str = "entry") -> "RecordLayout":
         """Where every byte of one ``dim``-wide entry sits (offsets within the record)."""
+        if self.blocked:
+            raise KvcalcError(f"{where}: format {self.name} is one of ggml's block formats (scale and values "
+                              f"interleaved per {self.group_size} values); kvcalc's kernels write none of them")
         entry = self.entry_bytes(dim, rope_dim, where)
         split_rope = self.rope_value_bytes is not None
         quant_dim = dim - rope_dim if split_rope else dim
@@ -171,20 +189,24 @@ class RecordLayout:
 
 _FLASHMLA = "FlashMLA README; vLLM v1/attention/backends/mla/flashmla_sparse.py (format notes)"
 _INDEXER = "vLLM v1/attention/backends/mla/indexer.py; vLLM models/deepseek_v4 indexer (fp4 path)"
+_GGML_COMMIT = "0c1e57098, as bundled in llama-cpp-python 0.3.36"
 
 FORMATS: dict[str, StorageFormat] = {
     f.name: f
     for f in (
-        StorageFormat(name="fp32", description="float32, 4 B per value", source="IEEE 754", value_bits=32, element="fp32"),
+        StorageFormat(name="fp32", description="float32, 4 B per value", source="IEEE 754", value_bits=32, element="fp32",
+                      torch_dtype="float32"),
         StorageFormat(name="bf16", description="bfloat16, 2 B per value", source="IEEE-like bfloat16", value_bits=16,
-                      element="bf16"),
-        StorageFormat(name="fp16", description="float16, 2 B per value", source="IEEE 754", value_bits=16, element="fp16"),
+                      element="bf16", torch_dtype="bfloat16"),
+        StorageFormat(name="fp16", description="float16, 2 B per value", source="IEEE 754", value_bits=16, element="fp16",
+                      torch_dtype="float16"),
         StorageFormat(
             name="fp8_e4m3",
             description="fp8 e4m3, 1 B per value; per-tensor scale kept as a layer parameter, not in the cache",
             source="vLLM --kv-cache-dtype fp8 (per-tensor k_scale / v_scale)",
             value_bits=8,
             element="fp8_e4m3",
+            torch_dtype="float8_e4m3fn",
         ),
         StorageFormat(
             name="fp8_e5m2",
@@ -192,6 +214,7 @@ FORMATS: dict[str, StorageFormat] = {
             source="vLLM --kv-cache-dtype fp8_e5m2",
             value_bits=8,
             element="fp8_e5m2",
+            torch_dtype="float8_e5m2",
         ),
         StorageFormat(
             name="fp8_ds_mla",
@@ -220,6 +243,9 @@ FORMATS: dict[str, StorageFormat] = {
             scale_kind="ue8m0",
             order=("quant", "rope", "scales"),
             split_pages=True,
+            # vLLM models/deepseek_v4/attention.py DeepseekV4Attention.get_kv_cache_spec and sparse_swa.py
+            # DeepseekV4SWACache: "packed_page_alignment: int = 576" (FlashMLA's packed V4 pages)
+            page_align=576,
         ),
         StorageFormat(
             name="mxfp8_ds_mla",
@@ -301,11 +327,70 @@ FORMATS: dict[str, StorageFormat] = {
             )
             for kind, what, bits in (("int8", "uint8, 1 B", 8), ("int4", "uint4, 4 bits packed two per byte,", 4))
         ),
+        *(
+            StorageFormat(
+                name=name, description=what, value_bits=bits, group_size=32, scale_bytes=scale, element=element,
+                scale_kind="fp16_min" if scale == 4 else "fp16", order=("scales", "quant"), blocked=True,
+                source=f"ggml/src/ggml-common.h {block} (llama.cpp {_GGML_COMMIT}): {layout}; llama.cpp "
+                       "--cache-type-k / --cache-type-v",
+            )
+            for name, bits, scale, element, block, layout, what in (
+                ("q8_0", 8, 2, "int8", "block_q8_0", "fp16 d + 32 x int8", "ggml q8_0: 32 int8 values and one fp16 "
+                 "scale a block (34 B per 32 values)"),
+                ("q4_0", 4, 2, "int4", "block_q4_0", "fp16 d + 16 B of nibbles", "ggml q4_0: 32 4-bit values and one "
+                 "fp16 scale a block (18 B per 32)"),
+                ("q4_1", 4, 4, "uint4", "block_q4_1", "fp16 d, fp16 m + 16 B of nibbles", "ggml q4_1: 32 4-bit values, "
+                 "an fp16 scale and an fp16 minimum a block (20 B per 32)"),
+                ("q5_0", 5, 2, "int5", "block_q5_0", "fp16 d + 4 B of fifth bits + 16 B of nibbles", "ggml q5_0: 32 "
+                 "5-bit values and one fp16 scale a block (22 B per 32)"),
+                ("q5_1", 5, 4, "uint5", "block_q5_1", "fp16 d, fp16 m + 4 B of fifth bits + 16 B of nibbles",
+                 "ggml q5_1: 32 5-bit values, an fp16 scale and an fp16 minimum a block (24 B per 32)"),
+                ("iq4_nl", 4, 2, "iq4_nl", "block_iq4_nl", "fp16 d + 16 B of 4-bit indices into a non-linear table",
+                 "ggml iq4_nl: 32 4-bit non-linear values and one fp16 scale a block (18 B per 32)"),
+            )
+        ),
     )
 }
 
 
-def get_format(name: str, where: str = "format") -> StorageFormat:
+@dataclass(frozen=True)
+class KVFormat:
+    """Keys and values stored in different formats (llama.cpp's ``--cache-type-k q8_0 --cache-type-v q4_0``): the
+    ``kv`` role of a precision where K and V differ, named ``k/v`` (``q8_0/q4_0``). Only a cache that stores K and V
+    apart (:class:`kvcalc.specs.FullAttention`) takes one; a latent that serves as both refuses it."""
+
+    k: StorageFormat
+    v: StorageFormat
+
+    @property
+    def name(self) -> str:
+        return f"{self.k.name}/{self.v.name}"
+
+    @property
+    def description(self) -> str:
+        return f"keys {self.k.name}, values {self.v.name}"
+
+    @property
+    def plain(self) -> bool:
+        return False
+
+    def side(self, which: str) -> StorageFormat:
+        return self.k if which == "k" else self.v
+
+    def entry_bytes(self, dim: int, rope_dim: int = 0, where: str = "entry") -> int:
+        raise KvcalcError(f"{where}: keys and values in different formats ({self.name}) need a cache that stores "
+                          "them apart; this one stores one vector for both")
+
+
+def get_format(name: str, where: str = "format") -> "StorageFormat | KVFormat":
+    """The format named ``name``; ``k/v`` (``q8_0/q4_0``) names keys and values in two formats."""
+    if isinstance(name, str) and "/" in name:
+        k, _, v = name.partition("/")
+        return KVFormat(_single(k, where), _single(v, where))
+    return _single(name, where)
+
+
+def _single(name: str, where: str) -> StorageFormat:
     try:
         return FORMATS[name]
     except KeyError:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
 from .errors import KvcalcError, quote
-from .formats import StorageFormat, get_format
+from .formats import KVFormat, StorageFormat, get_format
 from .vec import as_vector, minimum, zeros_like
 
 
@@ -111,9 +111,21 @@ class FullAttention(CacheSpec):
         exceeds the heads (vLLM QKVParallelLinear; ``check_kv_heads_split`` refuses what splits unevenly)."""
         return max(1, self.kv_heads // tp)
 
-    def entry_bytes(self, fmt: StorageFormat) -> int:
+    def entry_bytes(self, fmt: "StorageFormat | KVFormat") -> int:
+        """A token's K and V over the KV heads; keys and values each in their own format where the precision
+        gives two (:class:`kvcalc.formats.KVFormat`: llama.cpp's --cache-type-k / --cache-type-v)."""
         where = f"component {self.name}"
-        return self.kv_heads * (fmt.entry_bytes(self.head_dim, 0, where) + fmt.entry_bytes(self.value_dim, 0, where))
+        return self.kv_heads * (self.k_bytes(fmt, where) + self.v_bytes(fmt, where))
+
+    def k_bytes(self, fmt: "StorageFormat | KVFormat", where: str = "") -> int:
+        """One KV head's key of one token."""
+        k = fmt.k if isinstance(fmt, KVFormat) else fmt
+        return k.entry_bytes(self.head_dim, 0, where or f"component {self.name}")
+
+    def v_bytes(self, fmt: "StorageFormat | KVFormat", where: str = "") -> int:
+        """One KV head's value of one token."""
+        v = fmt.v if isinstance(fmt, KVFormat) else fmt
+        return v.entry_bytes(self.value_dim, 0, where or f"component {self.name}")
 
     def validate(self, where: str) -> None:
         for name in ("kv_heads", "head_dim"):

@@ -127,3 +127,47 @@ def test_lmdeploy_int_kv_with_zero_points():
     with pytest.raises(KvcalcError, match="lmdeploy_int8 is LMDeploy's KV layout"):
         plan(m, 4096, precision="q8")
     assert plan(m, 4096, precision="q8", engine="exact").per_request_bytes == 4096 * 32 * 8 * 2 * 132
+
+
+# ---- issue 27: the byte facts once (torch dtypes, page alignment), ggml's block formats, K and V apart -------------
+@pytest.mark.parametrize("name,block_bytes", [
+    # ggml/src/ggml-common.h (llama.cpp 0c1e57098): sizeof(block_q8_0) = sizeof(ggml_half) + QK8_0 = 2 + 32;
+    # block_q4_0 = 2 + QK4_0 / 2 = 18; block_q4_1 = 2 * 2 + 16 = 20; block_q5_0 = 2 + 4 (qh) + 16 = 22;
+    # block_q5_1 = 2 * 2 + 4 + 16 = 24; block_iq4_nl = 2 + QK4_NL / 2 = 18 (QK = 32 for all)
+    ("q8_0", 34), ("q4_0", 18), ("q4_1", 20), ("q5_0", 22), ("q5_1", 24), ("iq4_nl", 18)])
+def test_ggml_block_formats(name, block_bytes):
+    fmt = FORMATS[name]
+    assert fmt.entry_bytes(32) == block_bytes and fmt.entry_bytes(128) == 4 * block_bytes and fmt.blocked
+    with pytest.raises(KvcalcError, match="divide|groups of 32"):
+        fmt.entry_bytes(48)
+    with pytest.raises(KvcalcError, match="ggml's block formats"):
+        fmt.layout(128)
+
+
+def test_keys_and_values_in_two_formats():
+    from kvcalc.config import load_model
+    from kvcalc.formats import KVFormat, get_format
+
+    pair = get_format("q8_0/q4_0")
+    assert isinstance(pair, KVFormat) and pair.name == "q8_0/q4_0"
+    # Llama-3.1-8B: 8 KV heads of 128; a token's K in q8_0 is 4 x 34 = 136 B a head, its V in q4_0 4 x 18 = 72 B
+    kv = load_model("llama-3.1-8b").components["kv"]
+    assert kv.entry_bytes(pair) == 8 * (136 + 72) == 1664
+    assert kv.entry_bytes(get_format("q8_0")) == 8 * 2 * 136
+    latent = next(c for c in load_model("deepseek-v3.2").components.values() if c.kind == "mla")
+    with pytest.raises(KvcalcError, match="keys and values in different formats .* one vector for both"):
+        latent.entry_bytes(pair)
+    with pytest.raises(KvcalcError, match="unknown storage format 'q9_0'"):
+        get_format("q8_0/q9_0")
+
+
+def test_torch_dtypes_and_page_alignment_are_the_formats():
+    assert {n: (f.torch_dtype, f.element_bytes) for n, f in FORMATS.items() if f.torch_dtype} == {
+        "fp32": ("float32", 4), "bf16": ("bfloat16", 2), "fp16": ("float16", 2),
+        "fp8_e4m3": ("float8_e4m3fn", 1), "fp8_e5m2": ("float8_e5m2", 1)}
+    # vLLM sparse_swa.py DeepseekV4SWACache: packed_page_alignment 576; the kernels and both engines read it here
+    from kvcalc.engines.sglang.dsv4 import V4_PAGE_ALIGN
+    from kvcalc.engines.vllm.defaults import V4_PAGE_ALIGNMENT
+
+    assert FORMATS["fp8_ds_mla_v4"].page_align == 576 == V4_PAGE_ALIGN == V4_PAGE_ALIGNMENT
+    assert pytest.importorskip("kvcalc_kernels").V4_PAGE_ALIGNMENT == 576

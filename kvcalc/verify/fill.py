@@ -136,14 +136,17 @@ def classify(model, page_component: str) -> str:
         param="fill")
 
 
-#: plain storage formats -> torch dtype name (the plain writer casts to it)
-PLAIN_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8_e4m3": "float8_e4m3fn",
-                "fp8_e5m2": "float8_e5m2"}
+def _plain(job):
+    """The plain format of a plain job (kvcalc.formats: its torch dtype and bytes per value)."""
+    from ..formats import FORMATS
+
+    fmt = FORMATS.get(job.fmt)
+    return fmt if fmt is not None and fmt.torch_dtype else None
 
 
 def _plain_width(job) -> int:
     """Values one entry of a plain job holds (its bytes over the dtype's)."""
-    return job.extra["entry_bytes"] // (4 if job.fmt == "fp32" else 2 if job.fmt in ("bf16", "fp16") else 1)
+    return job.extra["entry_bytes"] // _plain(job).element_bytes
 
 
 def plain_records(torch, job, positions):
@@ -152,10 +155,10 @@ def plain_records(torch, job, positions):
     if job.kind == "fixed":
         x = synth(torch, job.salt, positions, job.extra["entry_bytes"])
         return ((x * 127.0).to(torch.int32) & 0xFF).to(torch.uint8)
-    if job.fmt not in PLAIN_DTYPES:
+    if _plain(job) is None:
         raise KvcalcError(f"fill: component {job.component}: no plain writer for format {quote(job.fmt)}", param="fill")
     x = synth(torch, job.salt, positions, _plain_width(job))
-    return x.to(getattr(torch, PLAIN_DTYPES[job.fmt])).contiguous().view(torch.uint8)
+    return x.to(getattr(torch, _plain(job).torch_dtype)).contiguous().view(torch.uint8)
 
 
 def ratio_of(comp) -> int:

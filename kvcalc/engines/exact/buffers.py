@@ -14,14 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import KvcalcError, quote
+from ...formats import FORMATS
 from ..buffers import Buffer
 
 #: the record formats written through the reference quantiser (kvcalc_kernels' names); anything else is plain
 RECORD_FORMATS = {"fp8_ds_mla_v4": "fp8_ds_mla_v4", "fp8_ds_mla": "fp8_ds_mla_exact", "fp8_indexer": "fp8_indexer_v4",
                   "fp4_indexer": "fp4_indexer"}
-#: plain storage formats -> (torch dtype, bytes per value)
-PLAIN = {"bf16": ("bfloat16", 2), "fp16": ("float16", 2), "fp32": ("float32", 4), "fp8_e4m3": ("float8_e4m3fn", 1),
-         "fp8_e5m2": ("float8_e5m2", 1)}
 BASES = ("complete", "article")
 
 
@@ -67,8 +65,8 @@ def _buffer(index: int, comp, rows: list, context: int, batch: int) -> dict:
         dtype, width, fmt, cols = "uint8", row_bytes, "plain", row_bytes
     elif c.format in RECORD_FORMATS:  # a packed record per row: (rows, entry bytes) uint8
         dtype, width, fmt, cols = "uint8", comp.dim, RECORD_FORMATS[c.format], row_bytes
-    elif c.format in PLAIN:
-        dtype, size = PLAIN[c.format]
+    elif (plain := FORMATS.get(c.format)) is not None and plain.torch_dtype:  # a plain dtype: its torch dtype
+        dtype, size = plain.torch_dtype, plain.element_bytes
         dtype, width, fmt, cols = dtype, row_bytes // size, "plain", row_bytes // size
     else:
         raise KvcalcError(f"{{{{engine}}}} exact: verify has no writer for component {c.name}'s format {quote(c.format)}")

@@ -17,8 +17,6 @@ MRR_SCALE, MRR_MIN, MRR_MAX = 512, 2048, 4096
 #: radix cache; 1 without it, _calculate_mamba_ratio) plus the extra_buffer strategy's tracking slots
 #: (allocation_sizing.py get_mamba_tracking_slots: 2 with the overlap scheduler, 1 without it or lazy)
 MAMBA_BASE_SLOTS = 3
-#: DSATokenToKVPool: the indexer keeps fp8 keys plus one fp32 scale per 128 values (index_k_with_scale_buffer)
-DSA_QUANT_BLOCK = 128
 DSA_PAGE = 64  # arg_groups/model_overrides/deepseek_v2.py: page_size = 64 x index_kpool on CUDA
 #: arg_groups/memory_hook.py handle_gpu_memory_settings: the chunk on an 80-160 GiB GPU (H100, H200)
 DEFAULT_CHUNKED_PREFILL_SIZE = 8192

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import KvcalcError
+from ...formats import FORMATS
 from ...specs import CompressedMLA, IndexerCache, SlidingWindowMLA
 from .defaults import SWA_EVICTION_INTERVAL, VERSION, Settings
 from .sizing import swa_pool_tokens
@@ -25,8 +26,11 @@ from .sizing import swa_pool_tokens
 V4_PAGE = 256  # arg_groups/model_overrides/deepseek_v4.py
 V4_SWA_RATIO = 0.1  # the override's swa_full_tokens_ratio (model_type deepseek_v4)
 V4_MAX_RUNNING_REQUESTS = 256  # arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults
-V4_PAGE_ALIGN = 576  # KVLayout.V4.page_align
-V4_SCALE_BYTES = 8  # KVLayout.V4.scale_bytes
+#: KVLayout.V4 (kernels/ops/attention/dsv4/kv_layout.py): the fp8_ds_mla_v4 record and its 576 B page alignment
+V4_ROW = FORMATS["fp8_ds_mla_v4"]
+V4_PAGE_ALIGN = V4_ROW.page_align  # KVLayout.V4.page_align
+#: get_dsv4_indexer_bytes_per_token (fp8): the fp8 indexer key with its fp32 scale per 128
+INDEXER_ROW = FORMATS["fp8_indexer"]
 RING = {4: 8, 128: 128}  # deepseek_v4_memory_pool.py get_compress_state_ring_size, no speculative decoding
 STATE_BYTES = 4  # SGLANG_DSV4_COMPRESS_STATE_DTYPE float32
 
@@ -60,8 +64,8 @@ class V4Layout:
 
     @property
     def kv_bytes(self) -> int:
-        """qk_nope + 2 x qk_rope + 8: 584 for V4's 448 + 64."""
-        return (self.head_dim - self.rope_dim) + 2 * self.rope_dim + V4_SCALE_BYTES
+        """KVLayout.V4's row, qk_nope + 2 x qk_rope + 8 scale bytes: 584 for V4's 448 + 64 (fp8_ds_mla_v4)."""
+        return V4_ROW.entry_bytes(self.head_dim, self.rope_dim, "SGLang's DeepSeek V4 row")
 
     def page_bytes(self, ratio: int = 0) -> int:
         """KVLayout.page_bytes: a page of p = page / ratio tokens (page for the window), rounded up to 576 B."""
@@ -74,8 +78,8 @@ class V4Layout:
 
     @property
     def indexer_row(self) -> int:
-        """get_dsv4_indexer_bytes_per_token (fp8): 128 + 128 // 128 x 4 = 132."""
-        return self.indexer_dim + self.indexer_dim // 128 * 4
+        """get_dsv4_indexer_bytes_per_token (fp8): 128 + 128 // 128 x 4 = 132 (fp8_indexer)."""
+        return INDEXER_ROW.entry_bytes(self.indexer_dim, 0, "SGLang's DeepSeek V4 indexer row")
 
     @property
     def bytes_per_swa_token(self) -> float:

@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import KvcalcError, quote
-from ...formats import get_format
+from ...formats import FORMATS, get_format
 from ...specs import (ChunkedAttention, FullAttention, IndexerCache, MLALatent, RecurrentState,
                      SlidingWindowAttention)
 from ...units import GIB, format_bytes
-from .defaults import (DEFAULT_SWA_FULL_TOKENS_RATIO, DSA_PAGE, DSA_QUANT_BLOCK, FA4_PAGE, HYBRID_SWA_ARCHS,
+from .defaults import (DEFAULT_SWA_FULL_TOKENS_RATIO, DSA_PAGE, FA4_PAGE, HYBRID_SWA_ARCHS,
                        LLAMA4_ARCHS, LLAMA4_FULL_EVERY, LLAMA4_HYBRID_ARCH, MAMBA_BASE_SLOTS,
                        MAMBA_EXTRA_BUFFER_ARCHS, MAMBA_EXTRA_STRATEGIES, MAMBA_GRANITE_ARCH, MAMBA_RADIX_CACHE_ARCHS,
                        MAMBA_TRACK_INTERVAL, MRR_MAX, MRR_MIN, MRR_SCALE, NEMOTRON_H_ARCHS, QWEN3_5_SM100_ARCHS,
@@ -34,9 +34,6 @@ from .defaults import (DEFAULT_SWA_FULL_TOKENS_RATIO, DSA_PAGE, DSA_QUANT_BLOCK,
                        VERSION, WINDOW_MINUS_ONE_ARCHS, Settings, llama4_backend)
 
 INT64_MAX = (1 << 63) - 1  # torch.iinfo(torch.int64).max
-#: SGLang's --kv-cache-dtype names -> (torch dtype as its logs print it, bytes per element)
-KV_DTYPES = {"bfloat16": ("torch.bfloat16", 2), "float16": ("torch.float16", 2), "fp8_e4m3": ("torch.float8_e4m3fn", 1),
-             "fp8_e5m2": ("torch.float8_e5m2", 1)}
 #: kvcalc precision name -> SGLang --kv-cache-dtype
 PRECISION_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8_e4m3"}
 
@@ -132,6 +129,8 @@ def _kv_dtype(model, precision: str | None, dsa: bool) -> str:
 
 #: SGLang's --kv-cache-dtype -> the kvcalc format of a K, V or MLA latent row in it
 KV_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+#: SGLang's --kv-cache-dtype names -> (torch dtype as its logs print it, bytes per element), from kvcalc.formats
+KV_DTYPES = {name: (f"torch.{FORMATS[f].torch_dtype}", FORMATS[f].element_bytes) for name, f in KV_FORMATS.items()}
 
 
 def stored_formats(model, precision: str, settings: Settings) -> dict[str, str]:
@@ -452,10 +451,10 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
     if mla:
         latent = mla[0][1]
         # kv_cache_configurator.py calculate_mla_kv_cache_dim: DSA in fp8 packs 512 fp8 + 4 scales + 64 bf16 RoPE
-        rank = latent.dim - latent.rope_dim
         # (FlashMLA's layout); from compute capability 10 the trtllm DSA kernels keep the raw 576 B row
         packed = dsa and kv_size == 1 and (settings.sm_major or 0) < 10
-        mla_dim = rank + rank // 128 * 4 + latent.rope_dim * 2 if packed else latent.dim
+        mla_dim = FORMATS["fp8_ds_mla"].entry_bytes(latent.dim, latent.rope_dim, f"component {latent.name}") \
+            if packed else latent.dim
     charged = _state_charged(model, attn_tp, arch, settings, stages)
     has_state = bool(states) or charged is not None
     per_req, conv_bytes, ssm_dtype = _state(model, states, attn_tp, arch) if has_state else (0, 0, "float32")
@@ -478,7 +477,7 @@ def layout(model, precision: str | None, settings: Settings, tp: int, stage_laye
         v_head_dim=first.value_dim if (first is not None and not mla) else 0,
         swa_heads=heads(swa), swa_head_dim=swa.head_dim if swa else 0, swa_v_head_dim=swa.value_dim if swa else 0,
         mla_dim=mla_dim,
-        indexer_row=(idx[0][1].dim + idx[0][1].dim // DSA_QUANT_BLOCK * 4) if dsa else 0,
+        indexer_row=FORMATS["fp8_indexer"].entry_bytes(idx[0][1].dim, 0, f"component {idx[0][1].name}") if dsa else 0,
         window=window,
         swa_ratio=settings.swa_full_tokens_ratio if settings.swa_full_tokens_ratio is not None
         else DEFAULT_SWA_FULL_TOKENS_RATIO,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from ...config.schema import CONTEXT_FIELDS
 
 from ...errors import KvcalcError, quote
+from ...formats import FORMATS
 from ...specs import GatedDeltaNetState
 from ...units import GIB
 
@@ -16,7 +17,7 @@ VERSION = "0.33.0"
 #: DeepSeek V4 pages are rounded up to a multiple of this with the fp8_ds_mla cache dtype, 512 otherwise
 #: (models/deepseek_v4/attention.py DeepseekV4Attention.get_kv_cache_spec; v1/attention/backends/mla/
 #: sparse_swa.py DeepseekV4SWACache, "packed_page_alignment: int = 576"; 512 for FlashInfer sparse).
-V4_PAGE_ALIGNMENT = 576
+V4_PAGE_ALIGNMENT = FORMATS["fp8_ds_mla_v4"].page_align  # 576: the fact is the format's (kvcalc.formats)
 V4_PLAIN_ALIGNMENT = 512
 #: block sizes (tokens) the backends declare (get_supported_kernel_block_sizes) and the layers fix
 FLASH_ATTENTION_BLOCK = 16  # v1/attention/backends/flash_attn.py: MultipleOf(16); config/cache.py DEFAULT_BLOCK_SIZE
