@@ -179,7 +179,7 @@ def capacity(
         lengths = _lengths(request_tokens, context)
         args.integer(shared_prefix_tokens, "shared_prefix_tokens", 0, 1 << 40)
         fit = apply(eng, plans, pool, settings, parallel, fit, lengths, shared_prefix_tokens, context)
-    fullest = max(plans, key=lambda p: p.bytes_per_block)
+    fullest = max(plans, key=lambda p: p.unit_bytes)  # the stage whose unit is widest (every stage's, alike)
     return Capacity(spec, fullest, parallel, dev, budget, w_gpu, w_total, w_source, reserve, pool,
                     kv_memory is not None, fit, tuple(notes) + fullest.notes + fit.notes)
 

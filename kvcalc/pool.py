@@ -1,20 +1,25 @@
-"""The pool plan's types: how a serving engine lays a model's caches out in its memory pool.
+"""The pool plan's types: how a serving engine lays a model's caches out in its memory.
 
-One :class:`PoolPlan` is the single answer that ``capacity``, ``verify`` and the reports consume: the cache
-groups and the layers in each, block sizes in tokens, real and padded page bytes, the bytes one block of the
-shared pool costs, blocks per request at a context, and the tensors the engine would allocate for a pool of
-N blocks. Engines (``kvcalc.engines``) supply the layout; this module holds no engine facts itself.
+:class:`PoolPlan` is what every engine's plan has, whatever the shape of its pools: the cache groups (or pools)
+with the layers and caches each holds, the settings that shaped them, the exact bytes a request holds, what one
+request reserves, and notes. Each shape of pool is a subclass that owns its own figures:
 
-Torch-free, like the rest of the analytic core.
+* :class:`BlockPoolPlan`: one shared pool of equal blocks that every group draws block ids from (vLLM; TensorRT-LLM
+  too): the bytes one block costs, the null blocks kept back, blocks per request at a context, and the tensors
+  the pool is viewed as;
+* an engine's own (SGLang's token pools, the exact engine's unpaged bytes) lives in the engine's folder.
+
+The plan's JSON figures (:meth:`PoolPlan.figures_json`) and pages (:meth:`PoolPlan.pages_json`) come from the plan
+itself, so nothing reads a plan back by an engine's name. Engines (``kvcalc.engines``) supply the layout; this
+module holds no engine facts. Torch-free, like the rest of the analytic core.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-from .errors import KvcalcError
 
 
 class GroupKind(str, enum.Enum):
@@ -24,7 +29,6 @@ class GroupKind(str, enum.Enum):
     WINDOW = "window"  # a sliding window of ``PlanGroup.window`` tokens
     CHUNK = "chunk"  # chunked local attention: the current ``PlanGroup.window``-token chunk (Llama 4)
     STATE = "state"  # fixed state, whatever the context
-    EXACT = "exact"  # no paging (the exact engine)
 
     @property
     def local(self) -> bool:
@@ -36,7 +40,6 @@ class GroupKind(str, enum.Enum):
 class Layout(str, enum.Enum):
     BLOCK_OUTERMOST = "block-outermost"  # each block holds every layer's page side by side
     LAYER_OUTERMOST = "layer-outermost"  # each layer owns a slab of num_blocks pages
-    EXACT = "exact"  # no pool
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class PlanGroup:
 
     @property
     def kind_name(self) -> str:
-        """'full', 'window 128', 'chunk 8192', 'state' or 'exact' (the JSON's group kind)."""
+        """'full', 'window 128', 'chunk 8192' or 'state' (the JSON's group kind; an engine's own group type may
+        name its groups otherwise)."""
         return f"{self.kind.value} {self.window}" if self.kind.local else self.kind.value
 
     @property
@@ -118,28 +122,97 @@ class PlanTensor:
 
 
 @dataclass(frozen=True)
+class PoolFigures:
+    """The figures of a plan's pool that capacity's JSON reports for every engine: its layout and how its groups
+    were formed, the layers added as padding, the bytes of its unit (a block; a page; a byte), the units kept back,
+    and the units one request takes."""
+
+    layout: str
+    grouping: str
+    padding_layers: int
+    unit_bytes: int
+    null_units: int
+    units_per_request: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class PoolPlan:
+    """What every engine's plan of one rank has (keyword-only; the pool's own shape is a subclass's)."""
+
     engine: str
     engine_version: str
     model: str
     precision: str
     context: int  # max_model_len the plan answers for
-    settings: Any  # the engine's settings, as planned (the engine's Settings dataclass)
+    settings: object  # the engine's settings as planned (the engine's own Settings dataclass)
     settings_json: dict  # the settings that shaped this plan, by the engine's names
-    layout: Layout
-    grouping: str  # the rule that formed the groups
-    padding_layers: int
-    groups: tuple[PlanGroup, ...]
-    bytes_per_block: int
-    null_blocks: int  # blocks the engine keeps back (vLLM's null block)
+    groups: tuple[PlanGroup, ...]  # the cache groups, or pools, with their layers and caches
     analytic_bytes: int  # exact bytes one request holds (complete basis), in the formats the engine stores
-    notes: tuple[str, ...]
-    _blocks_at: Callable[[int], tuple[int, ...]] = field(repr=False, compare=False)
+    notes: tuple[str, ...] = ()
     fill_chunk: int | None = None  # tokens the engine prefills per step (verify's fill chunk)
-    detail: Any = field(default=None, repr=False, compare=False)  # the engine's own layout, for its sizing
     #: component -> the format the engine stores it in (Engine.stored_formats): the formats ``analytic_bytes`` and
     #: every group's ``analytic_bytes`` count
     stored_formats: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def per_request_bytes(self) -> int:
+        """Bytes one request at ``context`` reserves in the engine's pools."""
+        raise NotImplementedError
+
+    @property
+    def units_per_request(self) -> int:
+        """The pool's units (blocks, pages, rows) one request at ``context`` takes."""
+        return sum(g.blocks_per_request for g in self.groups)
+
+    @property
+    def unit_bytes(self) -> int:
+        """Bytes of the pool's unit a request is counted in (the widest group's page), for the side-by-side
+        figures."""
+        return max((g.page_bytes for g in self.groups), default=0)
+
+    def units_at_context(self, context: int) -> int:
+        """The units one request takes at another max_model_len (the same groups): the reverse search asks it."""
+        raise NotImplementedError
+
+    def figures(self) -> PoolFigures:
+        """The plan's pool figures (:class:`PoolFigures`)."""
+        raise NotImplementedError
+
+    def pages_json(self) -> list[dict]:
+        return [
+            {
+                "group": g.index,
+                "kind": g.kind_name,
+                "components": list(g.components),
+                "layers": list(g.layers),
+                "block_size": g.block_size,
+                "page_bytes": g.page_bytes,
+                "real_page_bytes": g.real_page_bytes,
+                "blocks_per_request": g.blocks_per_request,
+                "reserved_bytes_per_request": self.group_reserve(g),
+                "analytic_bytes_per_request": g.analytic_bytes,
+                "layer_pages": [p.to_json() for p in g.pages],
+            }
+            for g in self.groups
+        ]
+
+    def group_reserve(self, g: PlanGroup) -> int:
+        """Bytes one request reserves in group ``g`` (by default its units at the group's own page)."""
+        return g.blocks_per_request * g.page_bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockPoolPlan(PoolPlan):
+    """One shared pool of equal blocks: every group's block table draws block ids from it, and a block id costs a
+    whole pool block (the widest group's pages) in whichever group takes it (vLLM kv_cache_utils.py
+    get_kv_cache_config_from_groups; TensorRT-LLM's pool likewise). The block facts live here."""
+
+    layout: Layout
+    grouping: str  # the rule that formed the groups
+    padding_layers: int
+    bytes_per_block: int
+    null_blocks: int  # blocks the engine keeps back (vLLM's null block)
+    blocks_at_context: Callable[[int], tuple[int, ...]] = field(repr=False, compare=False)  # each group's at L
 
     # ---- one request ------------------------------------------------------------------------------------
     @property
@@ -151,9 +224,23 @@ class PoolPlan:
         """Bytes one request at ``context`` reserves: its blocks, each costing a whole pool block."""
         return self.blocks_per_request * self.bytes_per_block
 
+    @property
+    def unit_bytes(self) -> int:
+        return self.bytes_per_block
+
+    def group_reserve(self, g: PlanGroup) -> int:
+        return g.blocks_per_request * self.bytes_per_block
+
     def blocks_at(self, context: int) -> int:
         """Blocks per request at another max_model_len (same groups)."""
-        return sum(self._blocks_at(context))
+        return sum(self.blocks_at_context(context))
+
+    def units_at_context(self, context: int) -> int:
+        return self.blocks_at(context)
+
+    def figures(self) -> PoolFigures:
+        return PoolFigures(self.layout.value, self.grouping, self.padding_layers, self.bytes_per_block,
+                           self.null_blocks, self.blocks_per_request)
 
     # ---- a pool of a given size ---------------------------------------------------------------------------
     def num_blocks(self, pool_bytes: int) -> int:
@@ -194,9 +281,6 @@ class PoolPlan:
         (vLLM kv_cache_planning.py get_kv_cache_config_from_groups: every group aliases the buffer from
         byte 0; block-outermost: each block holds every layer's page side by side; layer-outermost: each
         layer owns a slab of num_blocks pages)."""
-        if self.layout is Layout.EXACT:
-            raise KvcalcError("engine: the exact engine has no block pool to lay out; use the vllm engine",
-                              param="engine")
         out = []
         for g in self.groups:
             offset = 0
@@ -212,23 +296,3 @@ class PoolPlan:
                     offset += p.count * p.page_bytes * num_blocks
                 out.append(t)
         return tuple(out)
-
-    def pages_json(self) -> list[dict]:
-        return [
-            {
-                "group": g.index,
-                "kind": g.kind_name,
-                "components": list(g.components),
-                "layers": list(g.layers),
-                "block_size": g.block_size,
-                "page_bytes": g.page_bytes,
-                "real_page_bytes": g.real_page_bytes,
-                "blocks_per_request": g.blocks_per_request,
-                "reserved_bytes_per_request": g.blocks_per_request * self.bytes_per_block,
-                "analytic_bytes_per_request": g.analytic_bytes,
-                "layer_pages": [p.to_json() for p in g.pages],
-            }
-            for g in self.groups
-        ]
-
-

@@ -18,6 +18,29 @@ MAX_LENGTHS = 1_000_000
 
 
 @dataclass(frozen=True)
+class WorkloadFigures:
+    """The count under a workload (capacity's JSON ``workload``): a request's own cost in the engine's unit, the
+    shared part held once, each per-replica limit and the one that binds, and what fits at the full context."""
+
+    request_tokens: int | None  # the one length (None: a distribution)
+    request_lengths: int
+    mean_request_tokens: float
+    shared_prefix_tokens: int
+    unit: str
+    cost_per_request: float
+    shared_cost: int
+    limits: dict
+    limited_by: str
+    requests_at_context: int
+
+    def to_json(self) -> dict:
+        return {"request_tokens": self.request_tokens, "request_lengths": self.request_lengths,
+                "mean_request_tokens": self.mean_request_tokens, "shared_prefix_tokens": self.shared_prefix_tokens,
+                "unit": self.unit, "cost_per_request": self.cost_per_request, "shared_cost": self.shared_cost,
+                "limits": self.limits, "limited_by": self.limited_by, "requests_at_context": self.requests_at_context}
+
+
+@dataclass(frozen=True)
 class Cost:
     """One request's cost at T tokens in the engine's unit (blocks, tokens, bytes), and the part of it shared."""
 
@@ -99,8 +122,6 @@ def apply(eng, plans, pool: int, settings, parallel, fit, lengths: list[int], sh
                                                 if shared else "")
             + f": {n:,} run at once per replica (" + ", ".join(f"{k} {v:,}" for k, v in limits.items())
             + f"; the {binding} binds).")
-    json = {"request_tokens": lengths[0] if len(lengths) == 1 else None, "request_lengths": len(lengths),
-            "mean_request_tokens": sum(lengths) / len(lengths), "shared_prefix_tokens": shared, "unit": unit,
-            "cost_per_request": mean, "shared_cost": sh, "limits": limits, "limited_by": binding,
-            "requests_at_context": fit.requests_per_replica}
-    return replace(fit, requests_per_replica=n, lines=fit.lines + (line,), json={**fit.json, "workload": json})
+    figures = WorkloadFigures(lengths[0] if len(lengths) == 1 else None, len(lengths), sum(lengths) / len(lengths),
+                              shared, unit, mean, sh, limits, binding, fit.requests_per_replica)
+    return replace(fit, requests_per_replica=n, lines=fit.lines + (line,), workload=figures)

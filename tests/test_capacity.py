@@ -154,10 +154,10 @@ def test_vllm_says_how_many_of_the_requests_that_fit_it_runs_at_once(cli):
     # hold (blocks - 1) // 16, over 1,024; but v1/core/sched/scheduler.py runs at most max_num_seqs 1,024 at once
     c = capacity("llama-3.1-8b", 256, gpu="h100-sxm")
     assert c.requests_per_replica == (c.num_blocks - 1) // 16 > 1024
-    assert c.fit.json["max_num_seqs"] == 1024 and c.fit.json["running_per_replica"] == 1024
+    assert c.fit.figures.max_num_seqs == 1024 and c.fit.figures.running_per_replica == 1024
     assert any("runs at most max_num_seqs 1,024 at once" in n for n in c.notes)
     few = capacity("llama-3.1-8b", 131072, gpu="h100-sxm")
-    assert few.fit.json["running_per_replica"] == few.requests_per_replica < 1024
+    assert few.fit.figures.running_per_replica == few.requests_per_replica < 1024
     assert not any("max_num_seqs" in n for n in few.notes)
     r = cli("capacity", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", "2000", "--max-num-seqs", "512")
     assert r.code == 0 and "runs at most max_num_seqs 512 of them at once per replica; the other 1,488 wait" in \

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..config import ModelSpec
     from ..hardware import GPU
     from ..pool import PoolPlan
+    from ..workload import WorkloadFigures
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,29 @@ class Budget:
         return self.requested_bytes - weights - reserve
 
 
+class EngineFigures:
+    """An engine's own figures of a fit, by the engine's own names (SGLang's max_total_num_tokens, vLLM's
+    max_num_seqs): a frozen dataclass of each engine's, read as attributes, never by string key. ``to_json`` gives
+    the keys it adds to capacity's JSON object, in order; ``schema`` their JSON Schema (properties and required), so
+    the output schema is built from the engines without naming one."""
+
+    def to_json(self) -> dict:
+        raise NotImplementedError
+
+    @classmethod
+    def schema(cls) -> dict:
+        """{"properties": ..., "required": [...]}: the keys :meth:`to_json` writes."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
 class Fit:
     """How many requests a pool holds, as the engine counts them (per replica, on the fullest rank).
 
-    ``num_blocks`` is the pool in the plan's blocks; ``lines`` the engine's sentences for the capacity text
-    (its figures in its own words); ``table`` an engine-specific table (headers, rows) shown instead of the
-    plan's group table; ``json`` the engine's own figures by their names."""
+    ``num_blocks`` is the pool in the plan's units (blocks; pages of tokens; bytes); ``lines`` the engine's
+    sentences for the capacity text (its figures in its own words); ``table`` an engine-specific table (headers,
+    rows) shown instead of the plan's group table; ``figures`` the engine's own figures (:class:`EngineFigures`);
+    ``workload`` the count under a workload (:class:`kvcalc.workload.WorkloadFigures`), where one was asked."""
 
     num_blocks: int
     requests_per_replica: int
@@ -65,9 +82,17 @@ class Fit:
     cache_tokens: int
     lines: tuple[str, ...] = ()
     table: tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None = None
-    json: dict = field(default_factory=dict)
+    figures: EngineFigures | None = None
     log_line: str | None = None
     notes: tuple[str, ...] = ()
+    workload: "WorkloadFigures | None" = None
+
+    def to_json(self) -> dict:
+        """The engine's figures, then the workload's, as capacity's JSON object carries them."""
+        out = self.figures.to_json() if self.figures is not None else {}
+        if self.workload is not None:
+            out["workload"] = self.workload.to_json()
+        return out
 
 
 class Engine(ABC):
@@ -83,6 +108,10 @@ class Engine(ABC):
     pools: ClassVar[str] = "blocks"  # what verify allocates: "blocks" (one shared block pool) or "tokens"
     logs: ClassVar[Any] = None  # a LogReader (kvcalc.engines.logs) when the engine's start-up log can be read
     budget_keys: ClassVar[tuple[str, ...]] = ()  # the names in Budget.json (null in JSON when the pool is given)
+    Figures: ClassVar[type | None] = None  # its fit's EngineFigures class (None: the engine adds no figures)
+    #: names its plans use beside the neutral ones (pool.Layout, pool.GroupKind), for the output schema:
+    #: {"layouts": (...), "kinds": (...)}
+    plan_names: ClassVar[dict] = {}
 
     # ---- settings ---------------------------------------------------------------------------------------
     def settings(self, values: dict | None = None, *, gpu: "GPU | None" = None, model: "ModelSpec | None" = None):

@@ -13,6 +13,7 @@ from .flags import FLAGS
 def capacity_json(c) -> dict:
     """The capacity answer as one JSON object (bytes throughout; per GPU unless named total)."""
     p = c.plan
+    f = p.figures()
     return {
         "model": c.model.name,
         "context_tokens": p.context,
@@ -20,9 +21,9 @@ def capacity_json(c) -> dict:
         "engine": p.engine,
         "engine_version": p.engine_version,
         "engine_settings": p.settings_json,
-        "layout": p.layout.value,
-        "grouping": p.grouping,
-        "padding_layers": p.padding_layers,
+        "layout": f.layout,
+        "grouping": f.grouping,
+        "padding_layers": f.padding_layers,
         "parallel": {"tp": c.parallel.tp, "pp": c.parallel.pp, "dp": c.parallel.dp, "ep": c.parallel.ep,
                      "gpus": c.gpus},
         "gpu": None if c.gpu is None else {"key": c.gpu.key, "name": c.gpu.name, "memory_bytes": c.gpu.memory_bytes,
@@ -35,10 +36,10 @@ def capacity_json(c) -> dict:
         "reserve_bytes_per_gpu": c.reserve_bytes,
         "kv_pool_bytes_per_gpu": c.kv_pool_bytes_per_gpu,
         "kv_pool_given": c.pool_given,
-        "bytes_per_block": p.bytes_per_block,
+        "bytes_per_block": f.unit_bytes,
         "num_blocks": c.num_blocks,
-        "null_blocks": p.null_blocks,
-        "blocks_per_request": p.blocks_per_request,
+        "null_blocks": f.null_units,
+        "blocks_per_request": f.units_per_request,
         "per_request_bytes": p.per_request_bytes,
         "analytic_bytes": p.analytic_bytes,
         "stored_formats": dict(p.stored_formats),
@@ -48,7 +49,7 @@ def capacity_json(c) -> dict:
         "cache_tokens": c.cache_tokens,
         "engine_log_line": c.log_line,
         "pages": p.pages_json(),
-        **c.fit.json,
+        **c.fit.to_json(),
         "notes": [with_names(n, FLAGS) for n in c.notes],
         "units": "bytes",
     }
@@ -108,9 +109,9 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
         _render_groups(con, c)
     for line in c.fit.lines:
         con.print(line)
-    w = c.fit.json.get("workload")
-    what = (f"of {ctx_text(w['request_tokens'])}" if w and w["request_tokens"] else
-            f"of the {w['request_lengths']:,} lengths" if w else "")
+    w = c.fit.workload
+    what = (f"of {ctx_text(w.request_tokens)}" if w and w.request_tokens else
+            f"of the {w.request_lengths:,} lengths" if w else "")
     at = f" (max_model_len {ctx_text(p.context, unit=False)})" if w else f" at {ctx_text(p.context)}"
     con.print(f"Fits: {c.requests_per_replica:,} whole request(s){' ' + what if what else ''} per replica x "
               f"{par.dp} replica(s) = {c.total_requests:,}{at}.")

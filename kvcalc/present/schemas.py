@@ -20,50 +20,9 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 from .outputs import OUTPUTS  # noqa: E402  (every command with --json output)
 
-# ---- building blocks -----------------------------------------------------------------------------------------
-STR = {"type": "string"}
-BOOL = {"type": "boolean"}
-NUM = {"type": "number"}
-INT = {"type": "integer"}
-COUNT = {"type": "integer", "minimum": 0}  # bytes, blocks, tokens, entries: whole and never negative
-POS = {"type": "integer", "minimum": 1}
-SCALAR = {"type": ["string", "number", "boolean", "null"]}
-
-
-def null(schema: dict) -> dict:
-    """``schema`` or null."""
-    if isinstance(schema.get("type"), str):
-        return dict(schema, type=[schema["type"], "null"])
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def arr(items: dict, min_items: int = 0) -> dict:
-    out = {"type": "array", "items": items}
-    if min_items:
-        out["minItems"] = min_items
-    return out
-
-
-def mapping(values: dict, min_props: int = 0) -> dict:
-    """An object whose keys are data (model, role, precision or engine names), every value ``values``."""
-    out = {"type": "object", "additionalProperties": values}
-    if min_props:
-        out["minProperties"] = min_props
-    return out
-
-
-def obj(props: dict, optional=(), extra: bool = False, description: str | None = None) -> dict:
-    """An object with these properties, every one required unless named in ``optional``; closed unless
-    ``extra`` (an engine adds keys)."""
-    out = {"type": "object", "properties": props, "required": [k for k in props if k not in optional],
-           "additionalProperties": extra}
-    if description:
-        out["description"] = description
-    return out
-
-
-def ref(name: str) -> dict:
-    return {"$ref": f"#/$defs/{name}"}
+# ---- building blocks (kvcalc.jsonschema: the engines' figures use them too) -------------------------------------
+from ..jsonschema import (BOOL, COUNT, INT, NUM, POS, SCALAR, STR, arr, mapping, null, obj,  # noqa: E402,F401
+                          ref)
 
 
 # ---- estimate, compare, sweep, plot ---------------------------------------------------------------------------
@@ -148,8 +107,11 @@ def _plot() -> tuple[dict, dict]:
 def _plan_defs() -> dict:
     from ..pool import GroupKind, Layout
 
+    from ..engines import engines
+
     sized = [k for k in GroupKind if k.local]  # "window 128", "chunk 8192"
-    kinds = [k.value for k in GroupKind if not k.local]
+    own = [n for e in engines() for n in e.plan_names.get("kinds", ())]  # an engine's own group names ("exact")
+    kinds = [k.value for k in GroupKind if not k.local] + own
     page = obj({"component": STR, "spec": STR, "format": STR, "count": POS, "block_size": POS,
                 "entries_per_block": COUNT, "entry_bytes": COUNT, "page_bytes": COUNT, "real_page_bytes": COUNT},
                description="count layer caches of one page shape in a group")
@@ -159,7 +121,8 @@ def _plan_defs() -> dict:
         "real_page_bytes": COUNT, "blocks_per_request": COUNT, "reserved_bytes_per_request": COUNT,
         "analytic_bytes_per_request": COUNT, "layer_pages": arr(ref("page"), 1),
     }, description="one cache group of the plan: what one request reserves in it and holds exactly")
-    return {"page": page, "group": group, "layout": {"enum": [x.value for x in Layout]}}
+    layouts = [x.value for x in Layout] + [n for e in engines() for n in e.plan_names.get("layouts", ())]
+    return {"page": page, "group": group, "layout": {"enum": layouts}}
 
 
 def _gpu(full: bool) -> dict:
@@ -172,33 +135,6 @@ def _gpu(full: bool) -> dict:
     return obj(props)
 
 
-def _sglang_figures() -> dict:
-    """SGLang's fit (kvcalc/engines/sglang/report.py): its pools and figures, as its start-up log names them."""
-    pool = obj({"name": STR, "dtype": STR, "shape": arr(COUNT, 1), "layers": POS, "tokens": null(COUNT),
-                "bytes": COUNT}, description="one buffer a rank allocates (size + page_size rows per layer)")
-    v4 = ("c4_max_total_num_tokens", "c128_max_total_num_tokens", "c4_state_pool_size", "c128_state_pool_size",
-          "c128_state_fixed_bytes")  # DeepSeek V4's pools only
-    props = {"kv_budget_bytes": COUNT, "kv_available_bytes": COUNT, "cell_size_bytes": NUM,
-             "cell_size_fractional": BOOL, "max_total_num_tokens": COUNT, "swa_max_total_num_tokens": null(COUNT),
-             "max_running_requests": COUNT, "max_mamba_cache_size": null(COUNT), "mamba_state_bytes": null(COUNT),
-             "page_size": POS, "kv_cache_dtype": STR, "chunked_prefill_size": COUNT, "pools": arr(pool, 1),
-             "requests_limited_by": STR,
-             "limits": {"type": "object", "additionalProperties": COUNT,
-                        "required": ["max_running_requests", "token pool"]},
-             **{k: COUNT for k in v4}}
-    return {"properties": props, "required": [k for k in props if k not in v4]}
-
-
-def _vllm_figures() -> dict:
-    """vLLM's fit: the scheduler's cap (max_num_seqs) and the requests it runs at once of those that fit."""
-    props = {"max_num_seqs": POS, "running_per_replica": COUNT}
-    return {"properties": props, "required": list(props)}
-
-
-#: engine -> the keys its fit adds to the capacity object (engines not named here add none, or keys left open)
-ENGINE_FIGURES = {"sglang": _sglang_figures, "vllm": _vllm_figures}
-
-
 def _engine_branches() -> list[dict]:
     """Per engine: its budget keys (a number, null when the pool was given) and the figures its fit adds."""
     from ..engines import engine_names, get_engine
@@ -207,8 +143,8 @@ def _engine_branches() -> list[dict]:
     for name in engine_names():
         eng = get_engine(name)
         then = {"properties": {k: null(NUM) for k in eng.budget_keys}, "required": list(eng.budget_keys)}
-        if name in ENGINE_FIGURES:
-            more = ENGINE_FIGURES[name]()
+        if eng.Figures is not None:
+            more = eng.Figures.schema()
             then = {"properties": {**then["properties"], **more["properties"]},
                     "required": then["required"] + more["required"]}
         out.append({"if": {"properties": {"engine": {"const": name}}, "required": ["engine"]}, "then": then})

@@ -13,7 +13,7 @@ from kvcalc import engines
 from kvcalc.config import parse_model
 from kvcalc.engines.base import Engine, fraction_budget
 from kvcalc.errors import KvcalcError
-from kvcalc.pool import GroupKind, Layout, PlanGroup, PlanPage, PoolPlan
+from kvcalc.pool import BlockPoolPlan, GroupKind, Layout, PlanGroup, PlanPage
 from kvcalc.specs import CACHE_KINDS, CacheSpec
 from kvcalc.vec import minimum
 
@@ -66,9 +66,12 @@ class ToyEngine(Engine):
             groups.append(PlanGroup(i, GroupKind.FULL, tuple(l for l, _ in rows), tuple((l, comp) for l, _ in rows),
                                     bt, (page,), blocks, sum(b for _, b in rows)))
         per_block = max(g.page_bytes for g in groups)
-        return PoolPlan(self.name, self.version, job.model.name, job.precision.name, job.context, job.settings,
-                        {"block_tokens": bt}, Layout.LAYER_OUTERMOST, "one group per component", 0, tuple(groups),
-                        per_block, 0, job.total, (), lambda ctx: tuple(g.blocks_per_request for g in groups))
+        return BlockPoolPlan(engine=self.name, engine_version=self.version, model=job.model.name,
+                             precision=job.precision.name, context=job.context, settings=job.settings,
+                             settings_json={"block_tokens": bt}, groups=tuple(groups), analytic_bytes=job.total,
+                             layout=Layout.LAYER_OUTERMOST, grouping="one group per component", padding_layers=0,
+                             bytes_per_block=per_block, null_blocks=0,
+                             blocks_at_context=lambda ctx: tuple(g.blocks_per_request for g in groups))
 
     def budget(self, settings, gpu, model=None, parallel=None):
         return fraction_budget(gpu, settings.gpu_memory_utilization, "gpu_memory_utilization")

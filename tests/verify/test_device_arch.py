@@ -53,6 +53,6 @@ def test_hopper_by_name_plans_as_no_gpu_named(engine):
                 p = plan(model, 8192, engine=engine, settings=on_arch(engine, None, arch))
             except KvcalcError as exc:
                 return str(exc)
-            return (p.precision, p.per_request_bytes, p.bytes_per_block,
+            return (p.precision, p.per_request_bytes, p.unit_bytes,
                     [(g.block_size, g.page_bytes) for g in p.groups])
         assert shape("sm90") == shape(None), model

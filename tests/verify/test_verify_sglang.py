@@ -155,14 +155,14 @@ def test_rows_written_from_slot_0_are_caught(monkeypatch):
 def test_a_pool_planned_without_its_padding_page_is_caught(monkeypatch):
     from kvcalc.engines.sglang import buffers as B
 
-    real = B.batch_pools
+    real = B.token_pool_buffers
 
-    def short(p, batch, model):
-        pools = real(p, batch, model)
+    def short(p, lay, batch, model):
+        pools = real(p, lay, batch, model)
         bufs = tuple(dataclasses.replace(b, shape=(b.tokens, *b.shape[1:])) for b in pools.buffers)
         return dataclasses.replace(pools, buffers=bufs)
 
-    monkeypatch.setattr(B, "batch_pools", short)
+    monkeypatch.setattr(B, "token_pool_buffers", short)
     out = _verify("llama-3.1-8b", 64, batch=2, fill="none")
     assert out.planned_bytes - out.allocated_bytes == 2 * 32 * 2048 and out.verdict == "fail"
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import KvcalcError, quote
-from ...pool import GroupKind, Layout, PlanGroup, PlanPage, PoolPlan
-from ..base import Engine, fraction_budget
+from ...pool import PlanPage
+from ..base import Engine, Fit, fraction_budget
+from .plan import ExactGroup, ExactPlan, _kind
 from .options import OPTIONS, SUMMARY
 
 DEFAULT_MEMORY_FRACTION = 0.92
@@ -35,6 +36,7 @@ class ExactEngine(Engine):
     budget_keys = ("gpu_memory_utilization",)
     paged, pools = False, "tokens"  # verify allocates the analytic layout (buffers.py), one tensor per component
     options = OPTIONS
+    plan_names = {"layouts": ("exact",), "kinds": ("exact",)}  # plan.py: ExactPlan, ExactGroup
 
     def transfer_groups(self, p, spec, tokens: int):
         """A transfer of exactly the bytes the request's caches hold: no pages, no padding, no metadata."""
@@ -54,9 +56,10 @@ class ExactEngine(Engine):
         for (layer, comp), b in job.analytic.items():
             by_comp.setdefault(comp, []).append((layer, b))
         groups = tuple(
-            PlanGroup(i, GroupKind.EXACT, tuple(layer for layer, _ in rows), tuple((layer, comp) for layer, _ in rows),
-                      1, (PlanPage(comp, "exact", "", 1, 1, 1, 1, 1, len(rows)),), sum(b for _, b in rows),
-                      sum(b for _, b in rows))
+            ExactGroup(i, _kind(job.model.components[comp]), tuple(layer for layer, _ in rows),
+                       tuple((layer, comp) for layer, _ in rows), 1,
+                       (PlanPage(comp, "exact", "", 1, 1, 1, 1, 1, len(rows)),), sum(b for _, b in rows),
+                       sum(b for _, b in rows), window=getattr(job.model.components[comp], "window", None))
             for i, (comp, rows) in enumerate(by_comp.items())
         )
         comps = job.model.components
@@ -68,27 +71,33 @@ class ExactEngine(Engine):
                        if comps[c].per_token and getattr(comps[c], "window", None) is None
                        and getattr(comps[c], "chunk", None) is None)
 
-        return PoolPlan("exact", "", job.model.name, job.precision.name, job.context, job.settings, {}, Layout.EXACT,
-                        "one byte per block, no paging", 0, groups, 1, 0, job.total, (),
-                        lambda ctx: (sum(job.analytic_at(ctx).values()),), detail=shareable)
+        return ExactPlan(engine="exact", engine_version="", model=job.model.name, precision=job.precision.name,
+                         context=job.context, settings=job.settings, settings_json={}, groups=groups,
+                         analytic_bytes=job.total, bytes_at=lambda ctx: sum(job.analytic_at(ctx).values()),
+                         shareable=shareable)
 
     def fit(self, plans: list, pool: int, settings, parallel):
         """Requests whose exact bytes fit in ``pool``: the pool's bytes // a request's, on the fullest stage. Its
         table is the caches a request holds (no blocks, pages or padding: there are none)."""
-        from dataclasses import replace
-
         from ...units import format_bytes
 
-        fit = super().fit(plans, pool, settings, parallel)
         p = max(plans, key=lambda q: q.analytic_bytes)
+        for q in plans:
+            if q.analytic_bytes > pool:
+                raise KvcalcError(self.refusal(q, pool))
+        n = pool // max(p.analytic_bytes, 1)
         heads = ("cache", "layers", "one layer", "a request holds")
         rows = tuple((g.label, f"{len(g.layers)}", format_bytes(g.analytic_bytes // max(len(g.layers), 1)),
                       format_bytes(g.analytic_bytes)) for g in p.groups)
         rows += (("total", "", "", format_bytes(p.analytic_bytes)),)
         line = (f"One request at {p.context:,} tokens holds {format_bytes(p.analytic_bytes)} ({p.analytic_bytes:,} B) "
                 f"exactly: no blocks, pages or padding; {pool:,} B of pool // {p.analytic_bytes:,} B = "
-                f"{pool // max(p.analytic_bytes, 1):,} request(s).")
-        return replace(fit, table=(heads, rows), lines=(line,))
+                f"{n:,} request(s).")
+        concurrency = pool / p.analytic_bytes
+        return Fit(pool, n, concurrency, int(concurrency * p.context), (line,), table=(heads, rows))
+
+    def max_context(self, plans: list, pool: int, concurrency: int, limit: int, settings, parallel) -> int:
+        return min(p.max_context(pool, concurrency, limit) for p in plans)
 
     def workload_room(self, p, pool: int, fit) -> int:
         return pool
@@ -98,8 +107,8 @@ class ExactEngine(Engine):
         position (full attention, latents, compressed entries, indexer keys) held once."""
         from ...workload import Cost
 
-        sh = p.detail(shared) if shared else 0
-        return Cost("bytes", max(p._blocks_at(tokens)[0] - sh, 1), sh, {})
+        sh = p.shareable(shared) if shared else 0
+        return Cost("bytes", max(p.bytes_at(tokens) - sh, 1), sh, {})
 
     def summary_line(self, cap) -> str:
         return f"exact bytes: a request holds {cap.plan.analytic_bytes:,} B, no page or block rounding"

@@ -228,23 +228,29 @@ def _v4_fields(plan, model, lay: V4Layout, batch: int) -> tuple[list[dict], V4Si
     return out, z
 
 
-def batch_pools(plan, batch: int, model) -> BatchPools:
-    """The buffers SGLang allocates on this plan's rank to hold exactly ``batch`` requests of its context."""
-    lay = plan.detail
-    if isinstance(lay, V4Layout):
-        fields, z = _v4_fields(plan, model, lay, batch)
-        swa, slots, dtype = z.swa_tokens, 0, lay.kv_dtype
-    else:
-        z = _sizing(plan, lay, batch)
-        fields = []
-        for e in _pools(lay, z):
-            build = (_state_buffers if e["name"].startswith("Mamba") else
-                     _kv_buffers if e["name"].endswith((" K", " V")) else _latent_buffers)
-            f = build(plan, model, lay, z, e)
-            dtype = e["dtype"].removeprefix("torch.")
-            fields.append(dict(f, name=e["name"], dtype=dtype, store="uint8" if dtype.startswith("float8") else dtype,
-                               bytes=e["bytes"]))
-        swa, slots, dtype = z.swa_tokens, z.state_slots, lay.kv_dtype
+def token_pool_buffers(plan, lay: S.Layout, batch: int, model) -> BatchPools:
+    """The buffers SGLang allocates on this plan's rank to hold exactly ``batch`` requests of its context: the
+    default and split-SWA pools."""
+    z = _sizing(plan, lay, batch)
+    fields = []
+    for e in _pools(lay, z):
+        build = (_state_buffers if e["name"].startswith("Mamba") else
+                 _kv_buffers if e["name"].endswith((" K", " V")) else _latent_buffers)
+        f = build(plan, model, lay, z, e)
+        dtype = e["dtype"].removeprefix("torch.")
+        fields.append(dict(f, name=e["name"], dtype=dtype, store="uint8" if dtype.startswith("float8") else dtype,
+                           bytes=e["bytes"]))
+    raised = z.max_total_num_tokens > batch * S.ceil_page(plan.context, lay.page)
+    return _batch(plan, batch, lay, z, fields, z.swa_tokens, z.state_slots, raised)
+
+
+def v4_buffers(plan, lay: V4Layout, batch: int, model) -> BatchPools:
+    """DeepSeek V4's pools for ``batch`` requests (:func:`_v4_fields`)."""
+    fields, z = _v4_fields(plan, model, lay, batch)
+    return _batch(plan, batch, lay, z, fields, z.swa_tokens, 0, False)
+
+
+def _batch(plan, batch: int, lay, z, fields: list[dict], swa, slots: int, raised: bool) -> BatchPools:
     out = []
     for i, f in enumerate(fields):
         kind = f.pop("group")
@@ -258,6 +264,5 @@ def batch_pools(plan, batch: int, model) -> BatchPools:
                            f"request(s) keep ({b.rows_per_request:,} each, whole pages); raise "
                            "{{swa_full_tokens_ratio}} or the context")
         out.append(b)
-    raised = not isinstance(lay, V4Layout) and z.max_total_num_tokens > batch * S.ceil_page(plan.context, lay.page)
-    return BatchPools(batch, plan.context, z.max_total_num_tokens, swa, slots, z.max_running_requests, lay.page, dtype,
-                      tuple(out), swa_floor=lay.window + lay.page if raised else None)
+    return BatchPools(batch, plan.context, z.max_total_num_tokens, swa, slots, z.max_running_requests, lay.page,
+                      lay.kv_dtype, tuple(out), swa_floor=lay.window + lay.page if raised else None)

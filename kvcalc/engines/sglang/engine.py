@@ -6,11 +6,11 @@ import struct
 from dataclasses import dataclass, replace
 
 from ...errors import KvcalcError
-from ...pool import GroupKind, Layout as PoolLayout, PlanGroup, PlanPage, PoolPlan
 from ...specs import CompressedMLA, IndexerCache, KDAState, MLALatent
 from ...units import GIB
 from ..base import Budget, BudgetStep, Engine, Fit, even_stages
 from . import logs as _logs
+from .figures import SglangFigures
 from . import sizing as S
 from .defaults import (AITER_CONTEXT, AITER_MEM_FACTOR, NAME, VERSION, VLM_CACHE_MIB, Settings,
                        default_mem_fraction_static, is_llama2_path, is_multimodal, vlm_mem_fraction)
@@ -64,6 +64,7 @@ class SglangEngine(Engine):
     logs = _logs.READER
     paged, pools = False, "tokens"  # no shared block pool: verify allocates its token pools (verify/tokenpools.py)
     budget_keys = ("mem_fraction_static",)
+    Figures = SglangFigures
     default_reserve_bytes = 0
     reserve_note = "in use besides the weights (graphs: SGLang's slack)"
 
@@ -88,13 +89,12 @@ class SglangEngine(Engine):
                 f"({{{{allow_overwrite_longer_context_len}}}} here).")
 
     def summary_line(self, cap) -> str:
-        j = cap.fit.json
-        lay = cap.plan.detail
-        cell = j["cell_size_bytes"]
+        f = cap.fit.figures
+        cell = f.cell_size_bytes
         cell_text = f"{cell:,.1f}" if isinstance(cell, float) else f"{cell:,}"
-        state = f"; Mamba state first ({j['max_mamba_cache_size']:,} slots)" if j["max_mamba_cache_size"] else ""
-        return (f"token pools: {cell_text} B per token ({lay.kv_dtype}, page {lay.page}){state}; "
-                f"max_running_requests {j['max_running_requests']:,}; limited by the {j['requests_limited_by']}")
+        state = f"; Mamba state first ({f.max_mamba_cache_size:,} slots)" if f.max_mamba_cache_size else ""
+        return (f"token pools: {cell_text} B per token ({f.kv_cache_dtype}, page {f.page_size}){state}; "
+                f"max_running_requests {f.max_running_requests:,}; limited by the {f.requests_limited_by}")
 
     def with_pp(self, settings, pp: int):
         return replace(settings, pp=pp) if settings.pp != pp else settings
@@ -131,25 +131,15 @@ class SglangEngine(Engine):
 
     # ---- the plan ---------------------------------------------------------------------------------------
     def plan(self, job):
-        s = job.settings
+        """The pools' configurator SGLang's factory would pick for the model (configurators.py, as
+        pool_configurator.py create_memory_pool_configurator), and the plan it lays out."""
+        from .configurators import create_pool_configurator
+
         if job.mtp:
             raise S.refuse(f"speculative decoding (the MTP draft layers, {{{{mtp}}}}) is not modelled for SGLang "
                            f"{VERSION}: it adds draft weights and draft KV to every pool")
-        if any(isinstance(c, CompressedMLA) for c in job.model.components.values()):
-            from .dsv4 import v4_layout
-
-            lay = v4_layout(job.model, job.precision_asked, s, job.stage_layers, s.attn_dp)
-            # handle_mamba_radix_cache runs for every model: an extra_buffer strategy is refused here too
-            lay = replace(lay, radix=S.mamba_cache(job.model.architecture, s, False, s.page_size, False).radix)
-            _check_chunk(s, lay.page)
-            return _v4_plan(job, lay)
-        # --kv-cache-dtype auto is the model dtype (the config's default precision; DSA on Hopper: bf16 too)
-        stages = self.pp_stages(len(job.model.layers), s.pp) if s.pp > 1 else None
-        lay = S.layout(job.model, job.precision.name, s, job.tp, job.stage_layers, stages)
-        _check_chunk(s, lay.page)
-        if lay.chunk_window and s.sm_major == 9:
-            lay = replace(lay, notes=lay.notes + (S.fa3_local_graph_note(lay, job.context),))
-        return _pool_plan(job, lay)
+        stages = self.pp_stages(len(job.model.layers), job.settings.pp) if job.settings.pp > 1 else None
+        return create_pool_configurator(job, stages).plan(job)
 
     def stored_formats(self, spec, precision, settings) -> dict[str, str]:
         """The precision's formats where SGLang keeps them; its own for the KV dtype, DSA rows and indexer keys and
@@ -209,9 +199,8 @@ class SglangEngine(Engine):
 
     # ---- requests in a pool -----------------------------------------------------------------------------
     def fit(self, plans, pool: int, settings, parallel) -> Fit:
-        from .report import fit
-
-        return fit(self, plans, pool, settings, parallel)
+        """The pools' configurator sizes them and counts (configurators.py)."""
+        return plans[0].pools.fit(plans, pool, settings)
 
     def max_context(self, plans, pool, concurrency, limit, settings, parallel) -> int:
         """Requests of L tokens that fit never grow with L (the pools do not depend on it): a binary search on
@@ -228,38 +217,29 @@ class SglangEngine(Engine):
         return best
 
     def workload_room(self, p, pool: int, fit) -> int:
-        return fit.json["max_total_num_tokens"]
+        return fit.figures.max_total_num_tokens
 
     def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
         """A request of ``tokens`` holds ceil_page(T) slots of the token pool; the radix cache keeps a shared
         prefix once, page by page (its whole pages); the SWA pool and max_running_requests cap as before."""
         from ...workload import Cost
-        from .defaults import SWA_EVICTION_INTERVAL
-        from .dsv4 import V4Layout
 
-        page = fit.json["page_size"]
+        page = fit.figures.page_size
         # --disable-radix-cache: mem_cache/registry.py default_radix_cache_factory builds the cache disabled, and "a
         # disabled cache publishes nothing": no prefix is shared
-        sh = shared // page * page if getattr(p.detail, "radix", True) else 0
+        sh = shared // page * page if p.pools.radix else 0
         own = S.ceil_page(tokens, page) - sh
-        limits = {"max_running_requests": fit.json["max_running_requests"]}
-        lay = p.detail
-        swa = fit.json.get("swa_max_total_num_tokens")
-        if isinstance(lay, V4Layout):  # compute_swa_request_cap's per-request share, as report._v4_limits
-            limits["SWA pool"] = swa // min(tokens, lay.window + SWA_EVICTION_INTERVAL + 2 * lay.page)
-        elif swa is not None:
-            limits["SWA pool"] = swa // S.swa_tokens_per_request(lay, tokens)
+        limits = {"max_running_requests": fit.figures.max_running_requests}
+        swa = p.pools.swa_requests(fit.figures.swa_max_total_num_tokens, tokens)
+        if swa is not None:
+            limits["SWA pool"] = swa
         return Cost("tokens", max(own, 1), sh, limits)
 
     def transfer_groups(self, p, spec, tokens: int):
-        from .transfer import sglang_transfer
-
-        return sglang_transfer(p, spec, tokens)
+        return p.pools.transfer(p, spec, tokens)
 
     def batch_pools(self, plan, batch: int, model):
-        from .buffers import batch_pools
-
-        return batch_pools(plan, batch, model)
+        return plan.pools.buffers(plan, batch, model)
 
 
 def _aiter(settings, model) -> bool:
@@ -267,15 +247,6 @@ def _aiter(settings, model) -> bool:
     get_default_attn_backend); MLA and DSA are refused there, DeepSeek V4 runs its own dsv4 backend."""
     return settings.sm_major is None and model is not None and not any(
         isinstance(c, (MLALatent, CompressedMLA)) for c in model.components.values())
-
-
-def _check_chunk(settings, page: int) -> None:
-    """arg_groups/validation_hook.py check_server_args: "chunked_prefill_size must be divisible by page_size"
-    (the chunk as divided over the attention-DP ranks, the page after the model's overrides)."""
-    chunk = settings.prefill_chunk
-    if chunk > 0 and chunk % page:
-        raise KvcalcError(f"page_size: SGLang {VERSION} refuses to start: chunked_prefill_size must be divisible by "
-                          f"page_size ({chunk} is not a multiple of {page})", param="page_size")
 
 
 def _multimodal_reserve(settings, gpu, model) -> tuple[int, str]:
@@ -299,123 +270,6 @@ def _prefill_graphs(model, pp: int) -> bool:
     if pp > 1 or model is None:
         return pp == 1
     return not any(isinstance(c, (CompressedMLA, KDAState)) for c in model.components.values())
-
-
-@dataclass(frozen=True)
-class V4PoolPlan(PoolPlan):
-    """DeepSeek V4's plan: one group priced per full token as DSV4PoolConfigurator sizes the pool, but a request's
-    reserve is the pages it takes in each of DeepSeekV4TokenToKVPool's pools (:meth:`.dsv4.V4Layout.request_bytes`:
-    full pages, SWA pages with the c4 rings, a c128 state slot), never less than what it holds."""
-
-    @property
-    def per_request_bytes(self) -> int:
-        return self.detail.request_bytes(self.context)
-
-    def pages_json(self) -> list[dict]:
-        out = super().pages_json()
-        out[0]["reserved_bytes_per_request"] = self.per_request_bytes
-        return out
-
-
-def _v4_plan(job, lay) -> PoolPlan:
-    """DeepSeek V4: the plan's view is one group of pages (the sizing is DSV4PoolConfigurator's, in .dsv4)."""
-    L, page = job.context, lay.page
-    comps = tuple(dict.fromkeys(c for (_, c) in job.analytic))
-    members = tuple(job.analytic)
-    layers = tuple(sorted({layer for layer, _ in members}))
-    per = lay.bytes_per_full_token
-    group = PlanGroup(0, GroupKind.FULL, layers, members, page,
-                      (PlanPage("+".join(comps), "DeepSeekV4TokenToKVPool", "fp8_e4m3", page, page, int(per),
-                                int(per * page), int(per * page), 1),),
-                      -(-L // page), job.total)
-    used = {"kv_cache_dtype": lay.kv_dtype, "page_size": page, "swa_full_tokens_ratio": lay.swa_ratio,
-            "max_running_requests": lay.mrr_per_worker, "attn_dp_size": job.settings.attn_dp}
-    return V4PoolPlan(NAME, VERSION, job.model.name, job.precision.name, L,
-                      job.settings, used, PoolLayout.BLOCK_OUTERMOST, "DSV4PoolConfigurator (ratio mode)", 0, (group,),
-                      group.page_bytes, 1, job.total, lay.notes, lambda ctx: (-(-ctx // page),), detail=lay)
-
-
-@dataclass(frozen=True)
-class TokenPoolPlan(PoolPlan):
-    """SGLang's pools are separate tensors (mem_cache/memory_pool.py), not one shared block pool: a request's page
-    in a pool costs that pool's page (Llama 4: 12 full layers' 6 KiB at tp 8, 36 SWA layers' 18 KiB), not the
-    widest pool's."""
-
-    @property
-    def per_request_bytes(self) -> int:
-        return sum(g.blocks_per_request * g.page_bytes for g in self.groups)
-
-    def pages_json(self) -> list[dict]:
-        out = super().pages_json()
-        for entry, g in zip(out, self.groups):
-            entry["reserved_bytes_per_request"] = g.blocks_per_request * g.page_bytes
-        return out
-
-
-def _pool_plan(job, lay: S.Layout) -> PoolPlan:
-    """The plan's view of SGLang's pools: one group per pool, a "block" being one page of tokens."""
-    L, page = job.context, lay.page
-    groups = []
-    analytic = job.analytic
-
-    def exact(layers) -> int:
-        return sum(b for (layer, _), b in analytic.items() if layer in layers)
-
-    if lay.full_layers:
-        per = lay.full_per_token + lay.indexer_row
-        comps = tuple(dict.fromkeys(c for (layer, c) in analytic if layer in lay.full_layers
-                                    and job.model.components[c].per_token and layer not in lay.swa_layers))
-        pages = (PlanPage("+".join(comps), "TokenToKVPool", lay.kv_dtype, page, page, per, page * per, page * per,
-                          len(lay.full_layers)),)
-        groups.append(PlanGroup(len(groups), GroupKind.FULL, lay.full_layers,
-                                tuple((layer, c) for layer in lay.full_layers for c in comps
-                                      if c in job.model.layer_kinds[job.model.layers[layer]]),
-                                page, pages, -(-L // page), exact(set(lay.full_layers))))
-    if lay.swa_layers:
-        per = lay.swa_per_token
-        need = S.swa_tokens_per_request(lay, L)
-        comps = tuple(dict.fromkeys(c for (layer, c) in analytic if layer in lay.swa_layers))
-        groups.append(PlanGroup(len(groups), GroupKind.WINDOW, lay.swa_layers,
-                                tuple((layer, c) for layer in lay.swa_layers for c in comps
-                                      if c in job.model.layer_kinds[job.model.layers[layer]]),
-                                page, (PlanPage("+".join(comps), "SWAKVPool", lay.kv_dtype, page, page, per, page * per,
-                                                page * per, len(lay.swa_layers)),),
-                                -(-need // page), exact(set(lay.swa_layers)), window=lay.window))
-    if lay.state_layers:
-        comps = tuple(dict.fromkeys(c for (layer, c) in analytic if layer in lay.state_layers
-                                    and not job.model.components[c].per_token))
-        groups.append(PlanGroup(len(groups), GroupKind.STATE, lay.state_layers,
-                                tuple((layer, c) for layer in lay.state_layers for c in comps
-                                      if c in job.model.layer_kinds[job.model.layers[layer]]),
-                                1, (PlanPage("+".join(comps), "MambaPool", "bfloat16+float32", 1, 1,
-                                             lay.state_per_request, lay.state_per_request, lay.state_per_request, 1),),
-                                lay.slots_per_request, exact(set(lay.state_layers))))
-    if not groups:
-        raise KvcalcError(f"{job.model.name}: no cache layers in this pipeline stage")
-    used = {"kv_cache_dtype": lay.kv_dtype, "page_size": page, "attn_tp_size": job.tp // job.settings.attn_dp,
-            "attn_dp_size": job.settings.attn_dp}
-    if lay.swa_layers:
-        used["swa_full_tokens_ratio"] = lay.swa_ratio
-    if lay.state_layers:
-        used["mamba_full_memory_ratio"] = job.settings.mamba_full_memory_ratio
-        used["mamba_state_slots_per_request"] = lay.slots_per_request
-        if lay.radix:
-            used["mamba_radix_cache_strategy"] = lay.mamba_strategy
-        if job.settings.max_mamba_cache_size is not None:
-            used["max_mamba_cache_size"] = job.settings.max_mamba_cache_size
-    if not lay.overlap:
-        used["disable_overlap_schedule"] = True
-    if not lay.radix:
-        used["disable_radix_cache"] = True
-    for k in ("max_running_requests", "max_total_tokens"):
-        if getattr(job.settings, k) is not None:
-            used[k] = getattr(job.settings, k)
-    return TokenPoolPlan(NAME, VERSION, job.model.name, job.precision.name, L, job.settings, used,
-                         PoolLayout.LAYER_OUTERMOST, "one token pool per cache family (SGLang's pool configurators)",
-                         0, tuple(groups), max(g.page_bytes for g in groups), 1, job.total, lay.notes,
-                         lambda ctx: tuple(-(-ctx // page) if g.kind is GroupKind.FULL else g.blocks_per_request
-                                           for g in groups),
-                         detail=lay)
 
 
 ENGINE = SglangEngine()

@@ -163,60 +163,7 @@ class SglangLogReader(LogReader):
         return []
 
     def compare(self, facts: LogFacts, p) -> list[Row]:
-        if isinstance(p.detail, V4Layout):
-            return self._v4_rows(facts, p)
-        v, ln = facts.values, facts.lines.get
-        lay: S.Layout = p.detail
-        T = v.get("kv_tokens", v.get("post_tokens", v.get("max_total_num_tokens")))
-        rows = [Row("context_len", Quantity(p.context), Quantity(p.context), None, ln("context_len")),
-                Row("bytes per token (cell)", NOTHING, Quantity(lay.cell if isinstance(lay.cell, int)
-                                                                else round(lay.cell, 2)), None)]
-        if "max_total_num_tokens" in v and ("kv_tokens" in v or "post_tokens" in v):
-            rows.append(Row("max_total_num_tokens = #tokens", Quantity(v["max_total_num_tokens"]), Quantity(T),
-                            v["max_total_num_tokens"] == T, ln("max_total_num_tokens")))
-        if "post_kv_gib" in v:
-            rows.append(Row("KV size, post-capture (GB = GiB, VMM-backed)", Quantity(v["post_kv_gib"], unit="GiB"),
-                            NOTHING, None, ln("post_kv_gib")))
-        if "chunk_window" in v:  # resolve_sliding_window_size logs any model's attention_chunk_size at load
-            rows.append(Row("sliding_window_size = attention_chunk_size", Quantity(v["chunk_window"]),
-                            Quantity(lay.attention_chunk) if lay.attention_chunk is not None else NOTHING,
-                            v["chunk_window"] == lay.attention_chunk, ln("chunk_window")))
-        if T is None:  # the GB and SWA figures follow from the token count: without it nothing to check
-            return rows
-        rows += self._size_rows(facts, lay, T)
-        if lay.swa_layers:
-            rows += self._swa_rows(facts, lay, T)
-        if "max_running_requests" in v:
-            slots = v.get("mamba_slots", 0)
-            if lay.state_layers and not slots:
-                rows.append(Row("max_running_requests", Quantity(v["max_running_requests"]), NOTHING, None,
-                                ln("max_running_requests")))
-            else:
-                mrr, _ = S.max_running_requests(T, p.context, p.settings, slots, lay)
-                rows.append(Row("max_running_requests", Quantity(v["max_running_requests"]), Quantity(mrr),
-                                v["max_running_requests"] == mrr, ln("max_running_requests")))
-        return rows
-
-    @staticmethod
-    def _v4_rows(facts: LogFacts, p) -> list[Row]:
-        """DeepSeek V4: the "DSV4 pool sizes" line follows from its full token count (pool_configurator.py
-        _compute_dsv4_sizes), and max_running_requests from the declared 256 (resolve_max_num_reqs)."""
-        v, ln = facts.values, facts.lines.get
-        lay: V4Layout = p.detail
-        full = v.get("dsv4_full", v.get("max_total_num_tokens"))
-        rows = [Row("context_len", Quantity(p.context), Quantity(p.context), None, ln("context_len")),
-                Row("bytes per full token", NOTHING, Quantity(round(lay.bytes_per_full_token, 2)), None)]
-        if full is None:
-            return rows
-        swa = S.swa_pool_tokens(lay, full)
-        want = {"dsv4_swa": ("SWA pool tokens", swa), "dsv4_c4": ("c4 pool tokens", full // 4),
-                "dsv4_c128": ("c128 pool tokens", full // 128),
-                "dsv4_c4_state": ("c4 state rows", swa // lay.page * (8 if lay.n(4) else 0)),
-                "max_running_requests": ("max_running_requests", min(lay.mrr_per_worker, full // 2))}
-        for key, (figure, value) in want.items():
-            if key in v:
-                rows.append(Row(figure, Quantity(v[key]), Quantity(value), v[key] == value, ln(key)))
-        return rows
+        return p.pools.log_rows(facts, p)
 
     @staticmethod
     def _swa_rows(facts: LogFacts, lay: S.Layout, T: int) -> list[Row]:
@@ -257,3 +204,57 @@ class SglangLogReader(LogReader):
 
 
 READER = SglangLogReader()
+
+
+def token_pool_rows(facts: LogFacts, p, lay: S.Layout) -> list[Row]:
+    """The default and split-SWA pools' figures beside the plan's."""
+    v, ln = facts.values, facts.lines.get
+    T = v.get("kv_tokens", v.get("post_tokens", v.get("max_total_num_tokens")))
+    rows = [Row("context_len", Quantity(p.context), Quantity(p.context), None, ln("context_len")),
+            Row("bytes per token (cell)", NOTHING, Quantity(lay.cell if isinstance(lay.cell, int)
+                                                            else round(lay.cell, 2)), None)]
+    if "max_total_num_tokens" in v and ("kv_tokens" in v or "post_tokens" in v):
+        rows.append(Row("max_total_num_tokens = #tokens", Quantity(v["max_total_num_tokens"]), Quantity(T),
+                        v["max_total_num_tokens"] == T, ln("max_total_num_tokens")))
+    if "post_kv_gib" in v:
+        rows.append(Row("KV size, post-capture (GB = GiB, VMM-backed)", Quantity(v["post_kv_gib"], unit="GiB"),
+                        NOTHING, None, ln("post_kv_gib")))
+    if "chunk_window" in v:  # resolve_sliding_window_size logs any model's attention_chunk_size at load
+        rows.append(Row("sliding_window_size = attention_chunk_size", Quantity(v["chunk_window"]),
+                        Quantity(lay.attention_chunk) if lay.attention_chunk is not None else NOTHING,
+                        v["chunk_window"] == lay.attention_chunk, ln("chunk_window")))
+    if T is None:  # the GB and SWA figures follow from the token count: without it nothing to check
+        return rows
+    rows += SglangLogReader._size_rows(facts, lay, T)
+    if lay.swa_layers:
+        rows += SglangLogReader._swa_rows(facts, lay, T)
+    if "max_running_requests" in v:
+        slots = v.get("mamba_slots", 0)
+        if lay.state_layers and not slots:
+            rows.append(Row("max_running_requests", Quantity(v["max_running_requests"]), NOTHING, None,
+                            ln("max_running_requests")))
+        else:
+            mrr, _ = S.max_running_requests(T, p.context, p.settings, slots, lay)
+            rows.append(Row("max_running_requests", Quantity(v["max_running_requests"]), Quantity(mrr),
+                            v["max_running_requests"] == mrr, ln("max_running_requests")))
+    return rows
+
+
+def v4_rows(facts: LogFacts, p, lay: V4Layout) -> list[Row]:
+    """DeepSeek V4: the "DSV4 pool sizes" line follows from its full token count (pool_configurator.py
+    _compute_dsv4_sizes), and max_running_requests from the declared 256 (resolve_max_num_reqs)."""
+    v, ln = facts.values, facts.lines.get
+    full = v.get("dsv4_full", v.get("max_total_num_tokens"))
+    rows = [Row("context_len", Quantity(p.context), Quantity(p.context), None, ln("context_len")),
+            Row("bytes per full token", NOTHING, Quantity(round(lay.bytes_per_full_token, 2)), None)]
+    if full is None:
+        return rows
+    swa = S.swa_pool_tokens(lay, full)
+    want = {"dsv4_swa": ("SWA pool tokens", swa), "dsv4_c4": ("c4 pool tokens", full // 4),
+            "dsv4_c128": ("c128 pool tokens", full // 128),
+            "dsv4_c4_state": ("c4 state rows", swa // lay.page * (8 if lay.n(4) else 0)),
+            "max_running_requests": ("max_running_requests", min(lay.mrr_per_worker, full // 2))}
+    for key, (figure, value) in want.items():
+        if key in v:
+            rows.append(Row(figure, Quantity(v[key]), Quantity(value), v[key] == value, ln(key)))
+    return rows

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from ...units import GIB, format_bytes
 from ..base import Fit
+from .figures import SglangFigures, V4PoolFigures
 from . import sizing as S
 from .defaults import DEFAULT_MAX_PREFILL_TOKENS, SWA_EVICTION_INTERVAL, VERSION
 from .dsv4 import RING, V4Layout, size_v4, v4_pools
@@ -82,12 +83,12 @@ def _stage_sizings(plans, pool: int, settings) -> list[S.Sizing]:
     """Each pipeline stage sizes with its own layers; the token count is the smallest over the stages
     (kv_cache_configurator.py _apply_token_constraints, an all-reduce MIN), then every stage re-derives."""
     rest = pool / GIB
-    sizes = [S.size_pools(p.detail, rest, p.context, settings) for p in plans]
+    sizes = [S.size_pools(p.pools.layout, rest, p.context, settings) for p in plans]
     low = min(z.max_total_num_tokens for z in sizes)
     if any(z.max_total_num_tokens != low for z in sizes):
         capped = replace(settings, max_total_tokens=low if settings.max_total_tokens is None
                          else min(low, settings.max_total_tokens))
-        sizes = [S.size_pools(p.detail, rest, p.context, capped) for p in plans]
+        sizes = [S.size_pools(p.pools.layout, rest, p.context, capped) for p in plans]
     return sizes
 
 
@@ -102,24 +103,22 @@ def _limits(lay: S.Layout, z: S.Sizing, L: int) -> dict[str, int]:
 
 def requests_at(plans, pool: int, settings, context: int) -> int:
     """Requests of ``context`` tokens that fit on the fullest stage (the pools do not depend on the context)."""
-    out = None
-    for p in plans:
-        if isinstance(p.detail, V4Layout):
-            n = min(_v4_limits(p.detail, size_v4(p.detail, pool / GIB, settings), context).values())
-            out = n if out is None else min(out, n)
-            continue
-        z = S.size_pools(p.detail, pool / GIB, context, settings)
-        n = min(_limits(p.detail, z, context).values())
-        out = n if out is None else min(out, n)
-    return out or 0
+    return min(p.pools.requests_at(p, pool, settings, context) for p in plans) or 0
 
 
-def fit(engine, plans, pool: int, settings, parallel) -> Fit:
-    if isinstance(plans[0].detail, V4Layout):
-        return _fit_v4(plans, pool, settings)
+def token_pool_requests(lay: S.Layout, pool: int, settings, context: int) -> int:
+    z = S.size_pools(lay, pool / GIB, context, settings)
+    return min(_limits(lay, z, context).values())
+
+
+def v4_requests(lay: V4Layout, pool: int, settings, context: int) -> int:
+    return min(_v4_limits(lay, size_v4(lay, pool / GIB, settings), context).values())
+
+
+def fit_token_pools(plans, pool: int, settings) -> Fit:
     sizes = _stage_sizings(plans, pool, settings)
-    i = max(range(len(plans)), key=lambda k: sum(p["bytes"] for p in _pools(plans[k].detail, sizes[k])))
-    p, lay, z = plans[i], plans[i].detail, sizes[i]
+    i = max(range(len(plans)), key=lambda k: sum(p["bytes"] for p in _pools(plans[k].pools.layout, sizes[k])))
+    p, lay, z = plans[i], plans[i].pools.layout, sizes[i]
     L = p.context
     pools = _pools(lay, z)
     chunk = settings.prefill_chunk
@@ -138,27 +137,12 @@ def fit(engine, plans, pool: int, settings, parallel) -> Fit:
     if z.user_tokens_above_profile:
         notes.append(f"max_total_tokens={settings.max_total_tokens} is larger than the profiled value; SGLang uses "
                      "the profiled value")
-    table = _table(pools)
-    cell = lay.cell
-    json = {
-        "kv_budget_bytes": pool,
-        "kv_available_bytes": z.available_bytes,
-        "cell_size_bytes": cell,
-        "cell_size_fractional": isinstance(cell, float),
-        "max_total_num_tokens": z.max_total_num_tokens,
-        "swa_max_total_num_tokens": z.swa_tokens,
-        "max_running_requests": z.max_running_requests,
-        "max_mamba_cache_size": z.state_slots or None,
-        "mamba_state_bytes": z.state_bytes or None,
-        "page_size": lay.page,
-        "kv_cache_dtype": lay.kv_dtype,
-        "chunked_prefill_size": chunk,
-        "pools": pools,
-        "requests_limited_by": binding,
-        "limits": limits,
-    }
+    figures = SglangFigures(pool, z.available_bytes, lay.cell, z.max_total_num_tokens, z.swa_tokens,
+                            z.max_running_requests, z.state_slots or None, z.state_bytes or None, lay.page,
+                            lay.kv_dtype, chunk, tuple(pools), binding, limits)
     return Fit(z.max_total_num_tokens // lay.page, fits, z.max_total_num_tokens / L, z.max_total_num_tokens,
-               tuple(lines), table, json, log_line=_log_lines(lay, z, pools, L, chunk)[-1], notes=tuple(notes))
+               tuple(lines), _table(pools), figures, log_line=_log_lines(lay, z, pools, L, chunk)[-1],
+               notes=tuple(notes))
 
 
 def _table(pools: list[dict]) -> tuple:
@@ -226,14 +210,14 @@ def _v4_pools(lay: V4Layout, z) -> list[dict]:
     return [p.to_json() for p in v4_pools(lay, z)]
 
 
-def _fit_v4(plans, pool: int, settings) -> Fit:
+def fit_v4(plans, pool: int, settings) -> Fit:
     p = plans[0]
-    lay, L = p.detail, p.context
+    lay, L = p.pools.layout, p.context
     z = size_v4(lay, pool / GIB, settings)
     for q in plans[1:]:  # pipeline stages: the smallest token count
-        z2 = size_v4(q.detail, pool / GIB, settings)
+        z2 = size_v4(q.pools.layout, pool / GIB, settings)
         if z2.max_total_num_tokens < z.max_total_num_tokens:
-            p, lay, z = q, q.detail, z2
+            p, lay, z = q, q.pools.layout, z2
     limits = _v4_limits(lay, z, L)
     binding = min(limits, key=lambda k: limits[k])
     pools = _v4_pools(lay, z)
@@ -261,15 +245,9 @@ def _fit_v4(plans, pool: int, settings) -> Fit:
               f"Requests of {L:,} tokens per replica: " + ", ".join(f"{k} {v:,}" for k, v in limits.items())
               + f"; the {binding} binds."]
     table = _table(pools)
-    json = {"kv_budget_bytes": pool, "kv_available_bytes": z.available_bytes,
-            "cell_size_bytes": lay.bytes_per_full_token, "cell_size_fractional": True,
-            "max_total_num_tokens": z.max_total_num_tokens, "swa_max_total_num_tokens": z.swa_tokens,
-            "max_running_requests": z.max_running_requests, "max_mamba_cache_size": None, "mamba_state_bytes": None,
-            "page_size": lay.page, "kv_cache_dtype": lay.kv_dtype, "chunked_prefill_size": chunk,
-            "c4_max_total_num_tokens": z.c4_tokens, "c128_max_total_num_tokens": z.c128_tokens,
-            "c4_state_pool_size": z.c4_state, "c128_state_pool_size": z.c128_state,
-            "c128_state_fixed_bytes": z.fixed_bytes, "pools": pools, "requests_limited_by": binding,
-            "limits": limits}
+    figures = SglangFigures(pool, z.available_bytes, lay.bytes_per_full_token, z.max_total_num_tokens, z.swa_tokens,
+                            z.max_running_requests, None, None, lay.page, lay.kv_dtype, chunk, tuple(pools), binding,
+                            limits, V4PoolFigures(z.c4_tokens, z.c128_tokens, z.c4_state, z.c128_state, z.fixed_bytes))
     notes = (f"the pools as DeepSeekV4TokenToKVPool allocates them, {format_bytes(sum(x['bytes'] for x in pools))} in "
              f"all; DSV4PoolConfigurator priced them at {format_bytes(z.available_bytes)} (it counts each page's "
              "bytes per token, without the padding pages and the state pools' spare rows)",)
@@ -277,4 +255,4 @@ def _fit_v4(plans, pool: int, settings) -> Fit:
         notes += (f"max_total_tokens={settings.max_total_tokens} is larger than the profiled value; SGLang uses "
                   "the profiled value",)
     return Fit(z.max_total_num_tokens // lay.page, min(limits.values()), z.max_total_num_tokens / L,
-               z.max_total_num_tokens, tuple(lines), table, json, log_line=log[-1], notes=notes)
+               z.max_total_num_tokens, tuple(lines), table, figures, log_line=log[-1], notes=notes)

@@ -35,12 +35,9 @@ from __future__ import annotations
 AUX_BYTES = 4 * (16 * 4) + 2 * (128 * 4) + 16 * 4 + 16 * 8 + 16 * 4 + 8 * 8
 
 
-def sglang_transfer(p, spec, tokens: int):
+def token_pool_transfer(p, tokens: int):
+    """The default and split-SWA pools: each pool's pages of the request, its state slot."""
     from ...transfer import TransferPlan, by_kind, cdiv
-    from .dsv4 import V4Layout
-
-    if isinstance(p.detail, V4Layout):
-        return TransferPlan(_v4_groups(p.detail, tokens), tokens, AUX_BYTES, NOTES)
 
     def window(page: int, w: int):
         start = max(0, tokens - w) // page * page
@@ -52,6 +49,13 @@ def sglang_transfer(p, spec, tokens: int):
 
 
 NOTES = ("SGLang disaggregation: the prefiller sends each rank's pages and one metadata row per request",)
+
+
+def v4_transfer(lay, tokens: int):
+    """DeepSeek V4's pools (:func:`_v4_groups`)."""
+    from ...transfer import TransferPlan
+
+    return TransferPlan(_v4_groups(lay, tokens), tokens, AUX_BYTES, NOTES)
 
 
 def _v4_groups(lay, tokens: int):

@@ -3,10 +3,10 @@ docstring for the rules, module by module)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ...pool import GroupKind
-from ..base import Engine, even_stages, fraction_budget
+from ..base import Engine, EngineFigures, even_stages, fraction_budget
 from .defaults import (NAME, VERSION, Settings, default_gdn_prefill_backend,
                        default_max_num_batched_tokens, default_max_num_seqs, format_gib)
 from .options import OPTIONS, SUMMARY, flag
@@ -26,6 +26,25 @@ _CAPPED = ((GroupKind.WINDOW, "window", "Window and state", "window - 1"),
            (GroupKind.CHUNK, "chunked", "Chunked", "chunk"))
 
 
+@dataclass(frozen=True)
+class VllmFigures(EngineFigures):
+    """vLLM's fit beside the memory's count: the scheduler's cap (max_num_seqs) and the requests it runs at once
+    of those that fit (v1/core/sched/scheduler.py max_num_running_reqs)."""
+
+    max_num_seqs: int
+    running_per_replica: int
+
+    def to_json(self) -> dict:
+        return {"max_num_seqs": self.max_num_seqs, "running_per_replica": self.running_per_replica}
+
+    @classmethod
+    def schema(cls) -> dict:
+        from ...jsonschema import COUNT, POS
+
+        props = {"max_num_seqs": POS, "running_per_replica": COUNT}
+        return {"properties": props, "required": list(props)}
+
+
 class VllmEngine(Engine):
     name = NAME
     version = VERSION
@@ -33,6 +52,7 @@ class VllmEngine(Engine):
     summary = SUMMARY
     Settings = Settings
     budget_keys = ("gpu_memory_utilization",)
+    Figures = VllmFigures
     logs = _logs.READER
     options = OPTIONS
 
@@ -192,7 +212,7 @@ class VllmEngine(Engine):
             notes += (f"of the {f.requests_per_replica:,} requests of {plans[0].context:,} tokens that fit, vLLM's "
                       f"scheduler runs at most max_num_seqs {cap:,} at once per replica ({flag('max_num_seqs')}); the "
                       "rest wait",)
-        return replace(f, notes=notes, json={**f.json, "max_num_seqs": cap, "running_per_replica": running})
+        return replace(f, notes=notes, figures=VllmFigures(cap, running))
 
     def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
         """As the base engine counts a request's blocks; the scheduler runs at most max_num_seqs requests at

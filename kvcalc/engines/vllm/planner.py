@@ -3,7 +3,7 @@ with the notes kvcalc prints about the engine's choices."""
 
 from __future__ import annotations
 
-from ...pool import GroupKind, Layout, PlanGroup, PlanPage, PoolPlan
+from ...pool import BlockPoolPlan, GroupKind, Layout, PlanGroup, PlanPage
 from ...errors import KvcalcError
 from ...specs import GatedDeltaNetState
 from .defaults import VERSION, Settings
@@ -82,7 +82,7 @@ def _state_notes(spec, settings: Settings, specs: list[LayerSpec], block: int, u
     return notes
 
 
-def vllm_plan(job) -> PoolPlan:
+def vllm_plan(job) -> BlockPoolPlan:
     """The plan of one rank (``job``: :class:`kvcalc.engines.base.PlanJob`)."""
     spec, prec, context = job.model, job.precision, job.context
     settings = job.settings.at_context(context)
@@ -133,6 +133,8 @@ def vllm_plan(job) -> PoolPlan:
     if not settings.hybrid_kv_cache_manager:
         used["hybrid_kv_cache_manager"] = False
     notes += _state_notes(spec, settings, specs, block, used)
-    return PoolPlan("vllm", VERSION, spec.name, prec.name, context, settings, used, layout, rule, padding,
-                    tuple(groups), bytes_per_block, 1, job.total, tuple(notes), blocks_at,
-                    fill_chunk=settings.max_num_batched_tokens)
+    return BlockPoolPlan(engine="vllm", engine_version=VERSION, model=spec.name, precision=prec.name, context=context,
+                         settings=settings, settings_json=used, groups=tuple(groups), analytic_bytes=job.total,
+                         notes=tuple(notes), fill_chunk=settings.max_num_batched_tokens, layout=layout, grouping=rule,
+                         padding_layers=padding, bytes_per_block=bytes_per_block, null_blocks=1,
+                         blocks_at_context=blocks_at)

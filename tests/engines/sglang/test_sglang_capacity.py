@@ -24,16 +24,16 @@ def cap(model, context, kv=40 * GIB, tp=1, dp=1, **settings):
 
 def test_llama_mha_cell_tokens_and_requests():
     c = cap("llama-3.1-8b", 131072)
-    j = c.fit.json
+    j = c.fit.figures
     # DefaultPoolConfigurator._compute_cell_size: 8 KV heads x (128 + 128) x 32 layers x 2 B
-    assert j["cell_size_bytes"] == 8 * 256 * 32 * 2 == 131072
+    assert j.cell_size_bytes == 8 * 256 * 32 * 2 == 131072
     # 40 GiB // 131,072 B, page 1
-    assert j["max_total_num_tokens"] == 40 * GIB // 131072 == 327680
+    assert j.max_total_num_tokens == 40 * GIB // 131072 == 327680
     # resolve_max_num_reqs: int(327,680 / 131,072 x 512) = 1,280 -> clamped to 2,048; min(2,048, 327,680 // 2)
-    assert j["max_running_requests"] == 2048
-    assert c.requests_per_replica == 327680 // 131072 == 2 and j["requests_limited_by"] == "token pool"
+    assert j.max_running_requests == 2048
+    assert c.requests_per_replica == 327680 // 131072 == 2 and j.requests_limited_by == "token pool"
     # memory_pool.py: size + page rows; K = 327,681 x 8 x 128 x 2 B x 32 layers
-    k = next(p for p in j["pools"] if p["name"] == "KV Cache K")
+    k = next(p for p in j.pools if p["name"] == "KV Cache K")
     assert k["shape"] == [327681, 8, 128] and k["bytes"] == 327681 * 8 * 128 * 2 * 32
     assert any(line.endswith("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 327680, K size: 20.00 GB, "
                              "V size: 20.00 GB") for line in c.fit.lines)
@@ -62,43 +62,43 @@ def test_the_budget_is_a_fraction_of_the_free_memory_before_load():
     rest = (mem - w) / GIB - mem / GIB * (1 - 0.83)
     assert c.budget.json == {"mem_fraction_static": 0.83}
     assert c.kv_pool_bytes_per_gpu == int(rest * GIB)
-    assert c.fit.json["max_total_num_tokens"] == int(rest * GIB) // 131072
+    assert c.fit.figures.max_total_num_tokens == int(rest * GIB) // 131072
 
 
 def test_mla_is_replicated_and_dsa_adds_its_indexer_on_64_token_pages():
-    v3 = cap("deepseek-v3", 131072, tp=8).fit.json
+    v3 = cap("deepseek-v3", 131072, tp=8).fit.figures
     # calculate_mla_kv_cache_dim: 512 + 64 = 576 elements x 2 B x 61 layers, not divided by tp
-    assert v3["cell_size_bytes"] == 576 * 2 * 61 == 70272
-    assert v3["max_total_num_tokens"] == 40 * GIB // 70272 == 611191
-    assert v3["max_running_requests"] == int(611191 / 131072 * 512) == 2387
-    v32 = cap("deepseek-v3.2", 131072, tp=8).fit.json
+    assert v3.cell_size_bytes == 576 * 2 * 61 == 70272
+    assert v3.max_total_num_tokens == 40 * GIB // 70272 == 611191
+    assert v3.max_running_requests == int(611191 / 131072 * 512) == 2387
+    v32 = cap("deepseek-v3.2", 131072, tp=8).fit.figures
     # + the indexer: 128 fp8 + 128 // 128 x 4 B scale = 132 B per token per layer, even with a bf16 cache
-    assert v32["cell_size_bytes"] == 70272 + 132 * 61 == 78324
-    assert v32["page_size"] == 64 and v32["max_total_num_tokens"] == 40 * GIB // 78324 // 64 * 64 == 548352
-    idx = next(p for p in v32["pools"] if p["name"] == "Indexer keys")
+    assert v32.cell_size_bytes == 70272 + 132 * 61 == 78324
+    assert v32.page_size == 64 and v32.max_total_num_tokens == 40 * GIB // 78324 // 64 * 64 == 548352
+    idx = next(p for p in v32.pools if p["name"] == "Indexer keys")
     # index_key_cache.py: (size + page + 1) // page pages of 64 x 132 B
     assert idx["shape"] == [(548352 + 64 + 1) // 64, 64 * 132] == [8569, 8448]
     fp8 = capacity("deepseek-v3.2", 131072, engine="sglang", precision="fp8", kv_memory=40 * GIB,
-                   parallel=Parallel(tp=8)).fit.json
+                   parallel=Parallel(tp=8)).fit.figures
     # fp8 packs 512 fp8 + 512 // 128 x 4 B scales + 64 x 2 B RoPE = 656 B
-    assert fp8["cell_size_bytes"] == 656 * 61 + 132 * 61 == 48068 and fp8["kv_cache_dtype"] == "fp8_e4m3"
+    assert fp8.cell_size_bytes == 656 * 61 + 132 * 61 == 48068 and fp8.kv_cache_dtype == "fp8_e4m3"
     # deepseek_v2.py's override declares page_size 64 on CUDA whatever was asked (a declaration is the last writer)
     one = cap("deepseek-v3.2", 131072, tp=8, page_size=1)
-    assert one.fit.json["page_size"] == 64 and one.fit.json["max_total_num_tokens"] == 548352
+    assert one.fit.figures.page_size == 64 and one.fit.figures.max_total_num_tokens == 548352
     assert any("replaces page_size 1 with 64 for DeepSeek DSA" in n for n in one.plan.notes)
 
 
 def test_gpt_oss_splits_full_and_swa_pools():
     c = cap("gpt-oss-120b", 131072)
-    j = c.fit.json
+    j = c.fit.figures
     # HybridSWAPoolConfigurator: 18 full x 8 x (64 + 64) x 2 B + 0.8 x 18 SWA x 2,048 B: a fractional cell
     cell = 18 * 2048 + 0.8 * (18 * 2048)
-    assert j["cell_size_bytes"] == cell and j["cell_size_fractional"]
+    assert j.cell_size_bytes == cell and isinstance(j.cell_size_bytes, float)
     full = int(40 * GIB // cell)
-    assert j["max_total_num_tokens"] == full == 647269
-    assert j["swa_max_total_num_tokens"] == int(full * 0.8) == 517815
+    assert j.max_total_num_tokens == full == 647269
+    assert j.swa_max_total_num_tokens == int(full * 0.8) == 517815
     # a request keeps its window (128 - 1 for gpt-oss) + the 128-token eviction interval + 2 pages of SWA slots
-    assert j["limits"]["SWA pool"] == 517815 // (127 + 128 + 2)
+    assert j.limits["SWA pool"] == 517815 // (127 + 128 + 2)
     assert ("Use sliding window memory pool. full_layer_tokens=647269, swa_layer_tokens=517815"
             in "\n".join(c.fit.lines))
     # validate_swa_pool_size: the SWA pool must exceed window + page (127 + 1)
@@ -113,33 +113,33 @@ def test_gpt_oss_splits_full_and_swa_pools():
 def test_gemma3_keeps_one_pool_as_sglang_does():
     c = cap("gemma-3-27b", 131072)
     # gemma2_gemma3.py disables hybrid SWA memory: every layer in one pool at full length
-    assert c.fit.json["swa_max_total_num_tokens"] is None
+    assert c.fit.figures.swa_max_total_num_tokens is None
     assert any("keeps one pool for every layer" in n for n in c.notes)
 
 
 def test_qwen3_next_state_pool_first_and_its_request_cap():
     c = cap("qwen3-next-80b-a3b", 131072, tp=2)
-    j = c.fit.json
+    j = c.fit.figures
     # per request at tp 2: 36 GDN layers x (conv (4096 x 3) bf16 + ssm 16 x 128 x 128 fp32)
     per = 36 * (4096 * 3 * 2 + 16 * 128 * 128 * 4)
     assert per == 38633472
     # _handle_max_mamba_cache: 0.9 / 1.9 of the rest, one slot held back
     slots = int((40 * 0.9 / 1.9 * GIB - per) // per)
-    assert j["max_mamba_cache_size"] == slots == 525
+    assert j.max_mamba_cache_size == slots == 525
     available = int((40 - (slots + 1) * per / GIB) * GIB)
-    assert j["kv_available_bytes"] == available == 40 * GIB - 526 * per
+    assert j.kv_available_bytes == available == 40 * GIB - 526 * per
     # 12 full layers, max(1, 2 // 2) head x (256 + 256) x 2 B
-    assert j["cell_size_bytes"] == 12 * 512 * 2 and j["max_total_num_tokens"] == available // 12288 == 1841509
+    assert j.cell_size_bytes == 12 * 512 * 2 and j.max_total_num_tokens == available // 12288 == 1841509
     # the estimate clamps to 4,096; the state caps it at 525 // 5 slots per request (3 + 2 extra_buffer)
-    assert j["max_running_requests"] == 525 // 5 == 105
+    assert j.max_running_requests == 525 // 5 == 105
     assert any("capped to 105 by the mamba state cache" in n for n in c.notes)
 
 
 def test_dp_attention_divides_a_given_request_cap_and_shares_the_tp_gpus():
     c = cap("llama-3.1-8b", 8192, tp=2, dp=2, enable_dp_attention=True, max_running_requests=100)
-    j = c.fit.json
+    j = c.fit.figures
     # attention tp = 2 // 2 = 1: all 8 KV heads on each rank; a given cap is divided over the DP workers
-    assert j["cell_size_bytes"] == 131072 and j["max_running_requests"] == 100 // 2
+    assert j.cell_size_bytes == 131072 and j.max_running_requests == 100 // 2
     assert c.total_requests == 2 * c.requests_per_replica
     assert SG.gpus(Parallel(tp=2, dp=2), SG.with_parallel(SG.settings({"enable_dp_attention": True}),
                                                            Parallel(tp=2, dp=2))) == 2
@@ -214,7 +214,7 @@ def test_every_shipped_model_on_sglang_keeps_the_contract():
 
 def test_deepseek_v4_pools_by_dsv4_pool_configurator():
     c = cap("deepseek-v4-pro", 1 << 20, tp=8)
-    j = c.fit.json
+    j = c.fit.figures
     # KVLayout.V4: 448 fp8 + 64 x 2 B RoPE + 8 B scales = 584 B a token; a page of p tokens padded to 576 B
     window = -(-256 * 584 // 576) * 576 / 256  # 260 x 576 / 256 = 585.0
     c4 = -(-64 * 584 // 576) * 576 / 64  # 65 x 576 / 64 = 585.0 (page 256 / ratio 4)
@@ -224,27 +224,27 @@ def test_deepseek_v4_pools_by_dsv4_pool_configurator():
     swa = 585.0 * 61 + 8 / 256 * (16 * 512 + 16 * 128) * 30
     # a full token: 0.1 SWA slot + 30 c4 layers x (585 + 132) / 4 + 31 c128 layers x 864 / 128
     full = 0.1 * swa + (1 / 4 * c4 + 1 / 4 * 132) * 30 + 1 / 128 * c128 * 31
-    assert swa == 45285.0 and full == 10115.25 and j["cell_size_bytes"] == full
+    assert swa == 45285.0 and full == 10115.25 and j.cell_size_bytes == full
     # the c128 state first: ceil(((256 + 1) x 128 + 128 + 1) / 128) x 128 rows x 2 x 512 fp32 x 31 layers
     fixed = -(-(257 * 128 + 129) // 128) * 128 * 2 * 512 * 4 * 31
-    assert j["c128_state_fixed_bytes"] == fixed == 4209508352
+    assert j.v4.c128_state_fixed_bytes == fixed == 4209508352
     tokens = int((40 * GIB - fixed) / full) // 256 * 256
-    assert j["max_total_num_tokens"] == tokens
-    assert j["swa_max_total_num_tokens"] == int(tokens * 0.1) // 256 * 256
-    assert j["c4_max_total_num_tokens"] == tokens // 4 and j["c128_max_total_num_tokens"] == tokens // 128
+    assert j.max_total_num_tokens == tokens
+    assert j.swa_max_total_num_tokens == int(tokens * 0.1) // 256 * 256
+    assert j.v4.c4_max_total_num_tokens == tokens // 4 and j.v4.c128_max_total_num_tokens == tokens // 128
     # the model override's 256 running requests; the c128 state pool holds (256 + 1) x 128 rows
-    assert j["max_running_requests"] == 256 and j["c128_state_pool_size"] == 257 * 128
-    assert j["kv_cache_dtype"] == "fp8_e4m3" and j["page_size"] == 256
+    assert j.max_running_requests == 256 and j.v4.c128_state_pool_size == 257 * 128
+    assert j.kv_cache_dtype == "fp8_e4m3" and j.page_size == 256
     # deepseek_v4.py's override declares page_size 256 on CUDA whatever was asked
     other = cap("deepseek-v4-pro", 1 << 20, tp=8, page_size=64)
-    assert other.fit.json["page_size"] == 256 and other.fit.json["max_total_num_tokens"] == tokens
+    assert other.fit.figures.page_size == 256 and other.fit.figures.max_total_num_tokens == tokens
     assert any("replaces page_size 64 with 256 for DeepSeek V4" in n for n in other.plan.notes)
 
 
 def test_deepseek_v4_pools_as_deepseek_v4_token_to_kv_pool_allocates_them():
     c = cap("deepseek-v4-pro", 1 << 20, tp=8)
-    j = c.fit.json
-    full, swa = j["max_total_num_tokens"], j["swa_max_total_num_tokens"]
+    j = c.fit.figures
+    full, swa = j.max_total_num_tokens, j.swa_max_total_num_tokens
     c4, c128 = full // 4, full // 128
     # _num_dsv4_physical_kv_pages: ceil((size + 256) / page) pages of KVLayout.page_bytes(page) per layer
     pages = lambda size, p: -(-(size + 256) // p)  # noqa: E731
@@ -259,11 +259,11 @@ def test_deepseek_v4_pools_as_deepseek_v4_token_to_kv_pool_allocates_them():
         ("c4 indexer compressor state", [-(-(swa // 256 * 8 + 9) // 4) * 4, 512], 30, swa // 256 * 8),
         ("c128 compressor state", [-(-(257 * 128 + 129) // 128) * 128, 1024], 31, 257 * 128),
     ]
-    assert [(x["name"], x["shape"], x["layers"], x["tokens"]) for x in j["pools"]] == want
+    assert [(x["name"], x["shape"], x["layers"], x["tokens"]) for x in j.pools] == want
     size = {"torch.uint8": 1, "torch.float32": 4}
-    assert all(x["bytes"] == x["shape"][0] * x["shape"][1] * x["layers"] * size[x["dtype"]] for x in j["pools"])
+    assert all(x["bytes"] == x["shape"][0] * x["shape"][1] * x["layers"] * size[x["dtype"]] for x in j.pools)
     # the c128 state allocated is the one the budget paid for first: 259 x 128 rows x 1,024 fp32 x 31 layers
-    assert j["pools"][-1]["bytes"] == j["c128_state_fixed_bytes"] == 259 * 128 * 1024 * 4 * 31
+    assert j.pools[-1]["bytes"] == j.v4.c128_state_fixed_bytes == 259 * 128 * 1024 * 4 * 31
     assert any(line.endswith(f"Initialize DeepSeekV4TokenToKVPool with max_num_reqs=256 swa_size={swa} "
                              f"c4_size={c4} c4_logical_size={c128 * 32} c128_size={c128} c4_state_pool_size="
                              f"{swa // 256 * 8} c128_state_pool_size={257 * 128} unified=False unified_fp8=False")
@@ -290,8 +290,8 @@ def test_pipeline_stages_give_the_remainder_to_the_last_stages():
     assert get_engine("vllm").pp_stages(43, 2) == [range(0, 22), range(22, 43)]
     # llama-3.1-70b, 80 layers over pp 3: the binding stages hold 27 layers; 8 KV heads x 256 x 2 B per layer
     c = cap_pp("llama-3.1-70b", 8192, 8 * GIB, pp=3)
-    assert c.fit.json["cell_size_bytes"] == 27 * 8 * 256 * 2
-    assert c.fit.json["max_total_num_tokens"] == 8 * GIB // (27 * 8 * 256 * 2)
+    assert c.fit.figures.cell_size_bytes == 27 * 8 * 256 * 2
+    assert c.fit.figures.max_total_num_tokens == 8 * GIB // (27 * 8 * 256 * 2)
 
 
 def test_mamba_hybrid_under_pp_holds_four_slots_and_charges_the_largest_stage():
@@ -306,15 +306,15 @@ def test_mamba_hybrid_under_pp_holds_four_slots_and_charges_the_largest_stage():
     slots = int((budget - per) // per)
     assert slots == 525
     c = cap_pp("qwen3-next-80b-a3b", 262144, 20 * GIB, tp=2, pp=2)
-    j = c.fit.json
-    assert j["max_mamba_cache_size"] == slots
+    j = c.fit.figures
+    assert j.max_mamba_cache_size == slots
     # pp > 1 turns the overlap scheduler off: extra_buffer keeps 1 tracking slot, 3 + 1 = 4 slots a request
-    assert j["max_running_requests"] == slots // 4 == 131
+    assert j.max_running_requests == slots // 4 == 131
     # KV: 6 attention layers x 1 KV head a rank x (256 + 256) x 2 B = 6,144 B a token
     rest = 20 - (slots + 1) * per / GIB
-    assert j["cell_size_bytes"] == 6 * 512 * 2 and j["max_total_num_tokens"] == int(rest * GIB) // 6144
-    one = cap_pp("qwen3-next-80b-a3b", 262144, 20 * GIB, tp=2).fit.json
-    assert one["max_running_requests"] == one["max_mamba_cache_size"] // 5  # 3 + 2 with the overlap scheduler
+    assert j.cell_size_bytes == 6 * 512 * 2 and j.max_total_num_tokens == int(rest * GIB) // 6144
+    one = cap_pp("qwen3-next-80b-a3b", 262144, 20 * GIB, tp=2).fit.figures
+    assert one.max_running_requests == one.max_mamba_cache_size // 5  # 3 + 2 with the overlap scheduler
 
 
 def test_a_stage_without_kv_is_unbounded_not_a_division_by_zero():
@@ -323,7 +323,7 @@ def test_a_stage_without_kv_is_unbounded_not_a_division_by_zero():
     # is another stage's; every other stage holds one attention layer: 8 KV heads x (128 + 128) x 2 B a token
     assert SG.pp_stages(118, 11)[-1] == range(107, 118)
     c = cap_pp("nemotron-h-56b", 8192, 20 * GIB, pp=11)
-    tokens = c.fit.json["max_total_num_tokens"]
+    tokens = c.fit.figures.max_total_num_tokens
     assert 0 < tokens < 20 * GIB // (8 * 256 * 2)
 
 
@@ -348,7 +348,7 @@ def test_a_page_that_does_not_divide_the_chunk_is_refused():
                                           r"multiple of 3\)"):
         cap("llama-3.1-8b", 8192, page_size=3)
     # the chunk as the DP workers run it: 8192 // 2 = 4096, a multiple of 64 but not of 3,072
-    assert cap("llama-3.1-8b", 8192, tp=2, dp=2, enable_dp_attention=True, page_size=64).fit.json["page_size"] == 64
+    assert cap("llama-3.1-8b", 8192, tp=2, dp=2, enable_dp_attention=True, page_size=64).fit.figures.page_size == 64
     with pytest.raises(KvcalcError, match=r"\(4096 is not a multiple of 3072\)"):
         cap("llama-3.1-8b", 8192, tp=2, dp=2, enable_dp_attention=True, page_size=3072)
 
@@ -367,8 +367,8 @@ def test_more_than_one_rank_rounds_free_memory_through_float32():
     rest = f32(device - weights) / GIB - f32(device) / GIB * (1 - mfs)
     exact = (device - weights) / GIB - device / GIB * (1 - mfs)
     cell = 80 * 8 // 8 * 256 * 2  # 80 layers, one of the 8 KV heads a rank, K + V of 128, bf16
-    assert c.fit.json["cell_size_bytes"] == cell == 40960
-    assert c.fit.json["max_total_num_tokens"] == int(rest * GIB) // cell == 2_840_551
+    assert c.fit.figures.cell_size_bytes == cell == 40960
+    assert c.fit.figures.max_total_num_tokens == int(rest * GIB) // cell == 2_840_551
     assert int(exact * GIB) // cell == 2_840_550  # the exact integers would give one token fewer
 
 
@@ -422,33 +422,33 @@ def _on(gpu, model, context=8192, kv=10 ** 10, **settings):
 def test_blackwell_takes_trtllm_pages():
     # SM100 (B200: compute capability 10.0): get_default_attn_backend gives an MHA model trtllm_mha, and
     # _mla_backend_page_constraints turns a page outside 16 / 32 / 64 / 128 (1 by default) into 64
-    j = _on("b200", "llama-3.1-8b").fit.json
-    assert j["page_size"] == 64 and j["max_total_num_tokens"] == 10 ** 10 // 131072 // 64 * 64 == 76288
-    assert _on("h200", "llama-3.1-8b").fit.json["max_total_num_tokens"] == 10 ** 10 // 131072 == 76293
-    assert [_on("b200", "llama-3.1-8b", page_size=p).fit.json["page_size"] for p in (1, 16, 128, 256)] == \
+    j = _on("b200", "llama-3.1-8b").fit.figures
+    assert j.page_size == 64 and j.max_total_num_tokens == 10 ** 10 // 131072 // 64 * 64 == 76288
+    assert _on("h200", "llama-3.1-8b").fit.figures.max_total_num_tokens == 10 ** 10 // 131072 == 76293
+    assert [_on("b200", "llama-3.1-8b", page_size=p).fit.figures.page_size for p in (1, 16, 128, 256)] == \
         [64, 16, 128, 64]
     # DeepseekV3ForCausalLM (DeepSeek-V3, Kimi-K2) takes trtllm_mla: 32 or 64 kept, else 64; DeepseekV2 keeps 1
-    assert [_on("b200", "deepseek-v3", page_size=p).fit.json["page_size"] for p in (None, 16, 32)] == [64, 64, 32]
-    assert _on("b200", "deepseek-v2-lite").fit.json["page_size"] == 1
+    assert [_on("b200", "deepseek-v3", page_size=p).fit.figures.page_size for p in (None, 16, 32)] == [64, 64, 32]
+    assert _on("b200", "deepseek-v2-lite").fit.figures.page_size == 1
     # Qwen3.5 on SM100 (qwen3_5.py _qwen3_5_hybrid_overrides, collected before the Mamba strategy resolves): the
     # strategy as given decides, whatever page is asked: auto takes triton with page 1; extra_buffer, or no radix
     # cache, trtllm_mha with page 64 (SGLang's own resolution: tests/fixtures/engine-ref/sglang-0.5.23-mamba.json)
-    q35 = lambda **k: _on("b200", "qwen3.5-9b", page_size=16, mem_fraction_static=0.8, **k).fit.json["page_size"]  # noqa: E731
+    q35 = lambda **k: _on("b200", "qwen3.5-9b", page_size=16, mem_fraction_static=0.8, **k).fit.figures.page_size  # noqa: E731
     assert q35() == 1
     assert q35(mamba_radix_cache_strategy="extra_buffer") == q35(disable_radix_cache=True) == 64
     # SM120 (RTX 5090) and Hopper stay on page 1
-    assert _on("rtx-5090", "llama-3.1-8b").fit.json["page_size"] == 1
+    assert _on("rtx-5090", "llama-3.1-8b").fit.figures.page_size == 1
 
 
 def test_dsa_from_compute_capability_10_is_fp8_in_the_raw_576_byte_row():
     # _dsa_kv_cache_dtype_default: fp8_e4m3 from major 10; the trtllm DSA backends keep kv_lora_rank +
     # qk_rope_head_dim = 576 B (not FlashMLA's 656); plus 128 + 4 B of indexer keys, 61 layers
     c = _on("b200", "deepseek-v3.2", 131072)
-    assert c.plan.precision == "fp8" and c.fit.json["kv_cache_dtype"] == "fp8_e4m3"
-    assert c.fit.json["cell_size_bytes"] == (576 + 132) * 61 == 43188
-    assert _on("h200", "deepseek-v3.2", 131072).fit.json["cell_size_bytes"] == (576 * 2 + 132) * 61
+    assert c.plan.precision == "fp8" and c.fit.figures.kv_cache_dtype == "fp8_e4m3"
+    assert c.fit.figures.cell_size_bytes == (576 + 132) * 61 == 43188
+    assert _on("h200", "deepseek-v3.2", 131072).fit.figures.cell_size_bytes == (576 * 2 + 132) * 61
     assert _on("h200", "deepseek-v3.2", 131072).plan.precision == "bf16"
-    assert _on("b200", "deepseek-v3.2", 131072).fit.json["page_size"] == 64
+    assert _on("b200", "deepseek-v3.2", 131072).fit.figures.page_size == 64
 
 
 def test_rocm_runs_aiter_without_prefill_graphs_and_takes_085_past_8192_tokens():

@@ -47,7 +47,7 @@ def cap(context=K128, kv=40 * GIB, tp=8, dp=1, model="llama-4-scout", **settings
 
 def test_scout_splits_12_full_and_36_swa_layers_with_the_chunk_as_window():
     p = plan("llama-4-scout", K128, engine="sglang", tp=8)
-    lay = p.detail
+    lay = p.pools.layout
     assert lay.full_layers == tuple(range(3, 48, 4)) and len(lay.full_layers) == 12
     assert lay.swa_layers == tuple(i for i in range(48) if (i + 1) % 4) and len(lay.swa_layers) == 36
     assert lay.window == 8192 and lay.heads == lay.swa_heads == 8 // 8 and lay.page == 1
@@ -57,17 +57,17 @@ def test_scout_splits_12_full_and_36_swa_layers_with_the_chunk_as_window():
 
 def test_scout_tp8_pools_by_hand():
     c = cap()
-    j = c.fit.json
-    assert CELL == 20889.6 and j["cell_size_bytes"] == CELL and j["cell_size_fractional"]
+    j = c.fit.figures
+    assert CELL == 20889.6 and j.cell_size_bytes == CELL and isinstance(j.cell_size_bytes, float)
     # 40 GiB = 42,949,672,960 B // 20,889.6 = 2,056,031.09 -> 2,056,031 full tokens; SWA int(x 0.8)
-    assert j["max_total_num_tokens"] == int(40 * GIB // CELL) == 2_056_031
-    assert j["swa_max_total_num_tokens"] == int(2_056_031 * 0.8) == 1_644_824
+    assert j.max_total_num_tokens == int(40 * GIB // CELL) == 2_056_031
+    assert j.swa_max_total_num_tokens == int(2_056_031 * 0.8) == 1_644_824
     # token pool 2,056,031 // 131,072 = 15; SWA 1,644,824 // 8,322 = 197; resolve_max_num_reqs:
     # int(2,056,031 / 131,072 x 512) = 8,031, clamped to 4,096
     assert 2_056_031 // K128 == 15 and 1_644_824 // SWA_PER_REQUEST == 197 and int(2_056_031 / K128 * 512) == 8031
-    assert j["limits"] == {"max_running_requests": 4096, "token pool": 15, "SWA pool": 197}
-    assert c.requests_per_replica == 15 and j["requests_limited_by"] == "token pool"
-    pools = {p["name"]: p for p in j["pools"]}
+    assert j.limits == {"max_running_requests": 4096, "token pool": 15, "SWA pool": 197}
+    assert c.requests_per_replica == 15 and j.requests_limited_by == "token pool"
+    pools = {p["name"]: p for p in j.pools}
     # memory_pool.py: size + page rows per layer
     assert pools["Full KV Cache K"]["shape"] == [2_056_032, 1, 128] and pools["Full KV Cache K"]["layers"] == 12
     assert pools["Full KV Cache K"]["bytes"] == 2_056_032 * 128 * 2 * 12
@@ -103,9 +103,9 @@ def test_scout_tp8_at_128k_on_hopper(gpu, mib, mfs, tokens, swa, fits):
     assert get_gpu(gpu).memory_bytes >> 20 == mib and c.budget.json == {"mem_fraction_static": mfs}
     per_gpu = -(-weights // 8)
     assert c.weights_bytes_per_gpu == per_gpu and c.kv_pool_bytes_per_gpu == _budget(gpu, mfs, per_gpu)
-    j = c.fit.json
-    assert j["max_total_num_tokens"] == int(c.kv_pool_bytes_per_gpu // CELL) == tokens
-    assert j["swa_max_total_num_tokens"] == int(tokens * 0.8) == swa
+    j = c.fit.figures
+    assert j.max_total_num_tokens == int(c.kv_pool_bytes_per_gpu // CELL) == tokens
+    assert j.swa_max_total_num_tokens == int(tokens * 0.8) == swa
     assert c.requests_per_replica == tokens // K128 == fits and swa // SWA_PER_REQUEST > fits
     assert any("Use fa3 as attention backend on sm90 for Llama4 model" in n for n in c.plan.notes)
     # fa3's local-attention CUDA-graph metadata per graph batch slot: 16 chunks x (8,192 + 2) int32
@@ -115,33 +115,33 @@ def test_scout_tp8_at_128k_on_hopper(gpu, mib, mfs, tokens, swa, fits):
 
 def test_blackwell_takes_trtllm_mha_pages_and_others_keep_one_token_pages():
     b200 = cap(arch="sm100")
-    j = b200.fit.json
+    j = b200.fit.figures
     # page 64: full = int(40 GiB // 20,889.6) floored to 64 = 2,056,000; SWA int(x 0.8) = 1,644,800, on the page
-    assert j["page_size"] == 64 and j["max_total_num_tokens"] == 2_056_031 // 64 * 64 == 2_056_000
-    assert j["swa_max_total_num_tokens"] == int(2_056_000 * 0.8) // 64 * 64 == 1_644_800
+    assert j.page_size == 64 and j.max_total_num_tokens == 2_056_031 // 64 * 64 == 2_056_000
+    assert j.swa_max_total_num_tokens == int(2_056_000 * 0.8) // 64 * 64 == 1_644_800
     # a request keeps 8,192 + 128 + 2 x 64 SWA slots
-    assert j["limits"]["SWA pool"] == 1_644_800 // (8192 + 128 + 128)
+    assert j.limits["SWA pool"] == 1_644_800 // (8192 + 128 + 128)
     assert any("'Use trtllm_mha as attention backend on sm100" in n for n in b200.plan.notes)
     kept = cap(arch="sm100", page_size=32)
-    assert kept.fit.json["page_size"] == 32  # trtllm_mha accepts 16, 32, 64 or 128
+    assert kept.fit.figures.page_size == 32  # trtllm_mha accepts 16, 32, 64 or 128
     # _llama4_overrides names the platform sm100, sm90, hip or "other platforms"
     for arch, backend, platform in (("sm80", "triton", "other platforms"), ("sm89", "triton", "other platforms"),
                                     ("sm120", "triton", "other platforms"), ("gfx942", "aiter", "hip")):
         c = cap(arch=arch)
-        assert c.fit.json["page_size"] == 1 and c.fit.json["max_total_num_tokens"] == 2_056_031
+        assert c.fit.figures.page_size == 1 and c.fit.figures.max_total_num_tokens == 2_056_031
         assert any(f"'Use {backend} as attention backend on {platform} for Llama4 model'" in n for n in c.plan.notes)
 
 
 def test_fp8_halves_every_row_and_dp_attention_keeps_all_heads():
     j = capacity("llama-4-scout", K128, precision="fp8", engine="sglang", kv_memory=40 * GIB,
-                 parallel=Parallel(tp=8)).fit.json
+                 parallel=Parallel(tp=8)).fit.figures
     # fp8_e4m3: 1 B per value, 256 B a token-layer: 12 x 256 + 0.8 x 36 x 256 = 10,444.8
-    assert j["kv_cache_dtype"] == "fp8_e4m3" and j["cell_size_bytes"] == 12 * 256 + 0.8 * 36 * 256 == 10444.8
-    assert j["max_total_num_tokens"] == int(40 * GIB // 10444.8) == 4_112_062
+    assert j.kv_cache_dtype == "fp8_e4m3" and j.cell_size_bytes == 12 * 256 + 0.8 * 36 * 256 == 10444.8
+    assert j.max_total_num_tokens == int(40 * GIB // 10444.8) == 4_112_062
     # --dp 8 --enable-dp-attention over tp 8: attention tp 1, all 8 KV heads per rank: 8 x the cell
-    d = cap(dp=8, enable_dp_attention=True).fit.json
-    assert d["cell_size_bytes"] == 12 * 8 * 512 + 0.8 * 36 * 8 * 512 == 167116.8
-    assert d["max_total_num_tokens"] == int(40 * GIB // 167116.8) == 257_003
+    d = cap(dp=8, enable_dp_attention=True).fit.figures
+    assert d.cell_size_bytes == 12 * 8 * 512 + 0.8 * 36 * 8 * 512 == 167116.8
+    assert d.max_total_num_tokens == int(40 * GIB // 167116.8) == 257_003
 
 
 def test_context_len_defaults_to_10m_and_the_pool_warns():
@@ -194,9 +194,9 @@ def test_text_only_llama4_keeps_one_pool(tmp_path):
     f.write_text(yaml.replace("value: Llama4ForConditionalGeneration", "value: Llama4ForCausalLM"))
     spec = load_model(str(f))
     c = capacity(spec, K128, engine="sglang", kv_memory=40 * GIB, parallel=Parallel(tp=8))
-    j = c.fit.json
-    assert j["cell_size_bytes"] == 48 * TOKEN == 24576 and j["swa_max_total_num_tokens"] is None
-    assert j["max_total_num_tokens"] == 40 * GIB // 24576 == 1_747_626
+    j = c.fit.figures
+    assert j.cell_size_bytes == 48 * TOKEN == 24576 and j.swa_max_total_num_tokens is None
+    assert j.max_total_num_tokens == 40 * GIB // 24576 == 1_747_626
     assert any("keeps one pool" in n for n in c.plan.notes)
     # resolve_sliding_window_size still logs the chunk at load for this architecture (it has attention_chunk_size)
     assert "SGLang would log: Setting sliding_window_size to be attention_chunk_size: 8192" in c.fit.lines
@@ -225,7 +225,7 @@ def _toy(tmp_path, text=TOY):
 
 def test_the_split_follows_sglangs_index_rule_not_the_config_kinds(tmp_path):
     spec = _toy(tmp_path, TOY.replace("layers: [c, c, c, g, c, c, c, g]", "layers: [g, c, c, c, g, c, c, c]"))
-    lay = plan(spec, 1024, engine="sglang").detail
+    lay = plan(spec, 1024, engine="sglang").pools.layout
     assert lay.full_layers == (3, 7) and lay.swa_layers == (0, 1, 2, 4, 5, 6) and lay.window == 256
     assert any("splits Llama 4's layers by index" in n for n in lay.notes)
 

@@ -27,7 +27,7 @@ TOKENS = int((40 - (SLOTS + 1) * SLOT / GIB) * GIB) // 12_288
 
 def q3n(**settings):
     return capacity("qwen3-next-80b-a3b", 131072, engine="sglang", settings=SG.settings(settings), kv_memory=40 * GIB,
-                    parallel=Parallel(tp=2)).fit.json
+                    parallel=Parallel(tp=2)).fit.figures
 
 
 @pytest.mark.parametrize("settings, slots", [
@@ -46,10 +46,10 @@ def q3n(**settings):
 def test_the_state_slots_a_running_request_holds(settings, slots):
     j = q3n(**settings)
     # the state pool is the same 525 slots (the auto-fit does not read the strategy); the cap is 525 // slots
-    assert j["max_mamba_cache_size"] == SLOTS
+    assert j.max_mamba_cache_size == SLOTS
     tokens = TOKENS if settings.get("page_size") is None else TOKENS // 64 * 64
-    assert j["max_total_num_tokens"] == tokens
-    assert j["max_running_requests"] == min(4096, tokens // 2, SLOTS // slots)
+    assert j.max_total_num_tokens == tokens
+    assert j.max_running_requests == min(4096, tokens // 2, SLOTS // slots)
 
 
 def test_up_to_5x_the_requests_and_1_8x_the_tokens():
@@ -57,30 +57,30 @@ def test_up_to_5x_the_requests_and_1_8x_the_tokens():
     base = q3n()
     # the default: auto -> extra_buffer (overrides.py _mamba_radix_cache_resolution: the overlap scheduler is on
     # and Qwen3NextForCausalLM supports it), 3 + 2 tracking slots (allocation_sizing.py get_mamba_tracking_slots)
-    assert base["max_mamba_cache_size"] == SLOTS and base["max_total_num_tokens"] == TOKENS
-    assert base["max_running_requests"] == 525 // 5 == 105
+    assert base.max_mamba_cache_size == SLOTS and base.max_total_num_tokens == TOKENS
+    assert base.max_running_requests == 525 // 5 == 105
     # no radix cache: 525 // 1 = 525 requests, 5x the default 105
-    assert q3n(disable_radix_cache=True)["max_running_requests"] == 525 == 5 * base["max_running_requests"]
+    assert q3n(disable_radix_cache=True).max_running_requests == 525 == 5 * base.max_running_requests
     # and with --max-running-requests 64 the state pool holds just those (_handle_max_mamba_cache: max(1, 64 //
     # attn_dp) slots), 65 x 38,633,472 B, leaving int((40 - 65 x slot / 2^30) x 2^30) // 12,288 tokens
     j = q3n(disable_radix_cache=True, max_running_requests=64)
     tokens = int((40 - 65 * SLOT / GIB) * GIB) // 12_288
-    assert j["max_mamba_cache_size"] == 64 and j["max_total_num_tokens"] == tokens == 3_290_893
-    assert j["max_running_requests"] == 64 and round(tokens / TOKENS, 2) == 1.79
+    assert j.max_mamba_cache_size == 64 and j.max_total_num_tokens == tokens == 3_290_893
+    assert j.max_running_requests == 64 and round(tokens / TOKENS, 2) == 1.79
     # with the radix cache on, --max-running-requests leaves the auto-fit alone
-    assert q3n(max_running_requests=64)["max_mamba_cache_size"] == SLOTS
+    assert q3n(max_running_requests=64).max_mamba_cache_size == SLOTS
 
 
 def test_a_given_state_pool_size():
     # --max-mamba-cache-size 200: 200 // attn_dp slots, whatever the ratio; 201 slots taken off the budget
     j = q3n(max_mamba_cache_size=200)
-    assert j["max_mamba_cache_size"] == 200
-    assert j["max_total_num_tokens"] == int((40 - 201 * SLOT / GIB) * GIB) // 12_288 == 2_863_309
-    assert j["max_running_requests"] == 200 // 5 == 40
+    assert j.max_mamba_cache_size == 200
+    assert j.max_total_num_tokens == int((40 - 201 * SLOT / GIB) * GIB) // 12_288 == 2_863_309
+    assert j.max_running_requests == 200 // 5 == 40
     # divided over the attention-DP workers (--dp 2 --enable-dp-attention: attention tp 1, two KV heads a rank)
     dp = capacity("qwen3-next-80b-a3b", 131072, engine="sglang", kv_memory=40 * GIB, parallel=Parallel(tp=2, dp=2),
-                  settings=SG.settings({"max_mamba_cache_size": 200, "enable_dp_attention": True})).fit.json
-    assert dp["max_mamba_cache_size"] == 200 // 2 == 100 and dp["max_running_requests"] == 100 // 5
+                  settings=SG.settings({"max_mamba_cache_size": 200, "enable_dp_attention": True})).fit.figures
+    assert dp.max_mamba_cache_size == 200 // 2 == 100 and dp.max_running_requests == 100 // 5
     # more slots than the budget holds leave nothing for the KV pool: SGLang's _profile_available_bytes refuses
     with pytest.raises(KvcalcError, match="Loaded weights leave no GPU memory for the KV cache"):
         q3n(max_mamba_cache_size=1200)  # 1,201 x 38,633,472 B = 43.2 GiB > 40 GiB
@@ -152,10 +152,10 @@ def test_qwen3_next_on_blackwell_takes_its_page_from_the_strategy_as_given():
                         parallel=Parallel(tp=2), settings=SG.settings(s, gpu=None))
 
     c = on_b200()
-    assert c.fit.json["page_size"] == 1 and c.plan.settings_json["mamba_state_slots_per_request"] == 5
+    assert c.fit.figures.page_size == 1 and c.plan.settings_json["mamba_state_slots_per_request"] == 5
     c = on_b200(mamba_radix_cache_strategy="extra_buffer")
-    assert c.fit.json["page_size"] == 64 and c.fit.json["max_total_num_tokens"] == TOKENS // 64 * 64
-    assert on_b200(disable_radix_cache=True).fit.json["page_size"] == 64
+    assert c.fit.figures.page_size == 64 and c.fit.figures.max_total_num_tokens == TOKENS // 64 * 64
+    assert on_b200(disable_radix_cache=True).fit.figures.page_size == 64
 
 
 def test_without_the_radix_cache_a_split_swa_pool_is_sized_from_the_request_cap():
@@ -168,21 +168,21 @@ def test_without_the_radix_cache_a_split_swa_pool_is_sized_from_the_request_cap(
         return capacity("gpt-oss-120b", 131072, engine="sglang", kv_memory=40 * GIB, settings=SG.settings(s))
 
     cap = 257 * 16 + 2 * 8192 + 1
-    j = gpt(disable_radix_cache=True, max_running_requests=16).fit.json
-    assert j["swa_max_total_num_tokens"] == cap == 20_497
-    assert j["max_total_num_tokens"] == int((40 * GIB - cap * 18 * 2048) // (18 * 2048)) == 1_144_587
-    assert j["max_running_requests"] == 16
+    j = gpt(disable_radix_cache=True, max_running_requests=16).fit.figures
+    assert j.swa_max_total_num_tokens == cap == 20_497
+    assert j.max_total_num_tokens == int((40 * GIB - cap * 18 * 2048) // (18 * 2048)) == 1_144_587
+    assert j.max_running_requests == 16
     # one chunk in flight without the overlap scheduler
     cap1 = 257 * 16 + 8192 + 1
-    j = gpt(disable_radix_cache=True, max_running_requests=16, disable_overlap_schedule=True).fit.json
-    assert j["swa_max_total_num_tokens"] == cap1 == 12_305
+    j = gpt(disable_radix_cache=True, max_running_requests=16, disable_overlap_schedule=True).fit.figures
+    assert j.swa_max_total_num_tokens == cap1 == 12_305
     # a --max-total-tokens below the profiled count re-derives (calculate_pool_sizes_from_max_tokens): the full
     # pool is the cap on the page, the SWA pool min(its cap, that cap)
-    j = gpt(disable_radix_cache=True, max_running_requests=16, max_total_tokens=10_000).fit.json
-    assert j["max_total_num_tokens"] == 10_000 and j["swa_max_total_num_tokens"] == 10_000
+    j = gpt(disable_radix_cache=True, max_running_requests=16, max_total_tokens=10_000).fit.figures
+    assert j.max_total_num_tokens == 10_000 and j.swa_max_total_num_tokens == 10_000
     # either setting alone keeps the ratio mode: int(647,269 x 0.8) SWA tokens (the checked-in gpt-oss log)
-    assert gpt(disable_radix_cache=True).fit.json["swa_max_total_num_tokens"] == int(647_269 * 0.8)
-    assert gpt(max_running_requests=16).fit.json["swa_max_total_num_tokens"] == int(647_269 * 0.8)
+    assert gpt(disable_radix_cache=True).fit.figures.swa_max_total_num_tokens == int(647_269 * 0.8)
+    assert gpt(max_running_requests=16).fit.figures.swa_max_total_num_tokens == int(647_269 * 0.8)
     c = gpt(disable_radix_cache=True, max_running_requests=16)
     assert not any("Use sliding window memory pool" in line for line in c.fit.lines)  # the ratio mode's line
 
@@ -224,9 +224,9 @@ def test_deepseek_v4_takes_the_strategy_refusal_and_shares_no_prefix_without_the
                         shared_prefix_tokens=2048, settings=SG.settings(s))
 
     on, off = v4(), v4(disable_radix_cache=True)
-    assert off.fit.json["max_total_num_tokens"] == on.fit.json["max_total_num_tokens"]
-    w_on, w_off = on.fit.json["workload"], off.fit.json["workload"]
-    assert (w_on["shared_cost"], w_on["cost_per_request"]) == (2048, 8192 - 2048)
-    assert (w_off["shared_cost"], w_off["cost_per_request"]) == (0, 8192)
-    tokens = on.fit.json["max_total_num_tokens"]
-    assert w_on["limits"]["pool"] == (tokens - 2048) // 6144 and w_off["limits"]["pool"] == tokens // 8192
+    assert off.fit.figures.max_total_num_tokens == on.fit.figures.max_total_num_tokens
+    w_on, w_off = on.fit.workload, off.fit.workload
+    assert (w_on.shared_cost, w_on.cost_per_request) == (2048, 8192 - 2048)
+    assert (w_off.shared_cost, w_off.cost_per_request) == (0, 8192)
+    tokens = on.fit.figures.max_total_num_tokens
+    assert w_on.limits["pool"] == (tokens - 2048) // 6144 and w_off.limits["pool"] == tokens // 8192

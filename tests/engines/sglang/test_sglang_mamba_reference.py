@@ -74,16 +74,16 @@ def test_the_state_pool_and_request_cap_agree_with_sglang(case):
         assert words in e.value.renamed(FLAGS)
         return
     c = _capacity(i)
-    j, p = c.fit.json, c.plan
-    lay = p.detail
+    j, p = c.fit.figures, c.plan  # SGLang's figures (engines/sglang/figures.py)
+    lay = p.pools.layout
     assert lay.page == (r["page_size"] or 1)
     assert lay.slots_per_request == z["mamba_ratio"]
-    assert j["max_mamba_cache_size"] == z["max_mamba_cache_size"]
+    assert j.max_mamba_cache_size == z["max_mamba_cache_size"]
     if i["pp"] == 1:
         assert lay.state_per_request == z["mamba_cache_per_req"]
-        assert j["kv_available_bytes"] == z["available_bytes"] and j["cell_size_bytes"] == z["cell"]
-        assert j["max_total_num_tokens"] == z["max_total_num_tokens"]
-        assert j["max_running_requests"] == z["max_running_requests"]
+        assert j.kv_available_bytes == z["available_bytes"] and j.cell_size_bytes == z["cell"]
+        assert j.max_total_num_tokens == z["max_total_num_tokens"]
+        assert j.max_running_requests == z["max_running_requests"]
     if r["disable_radix_cache"]:
         assert not lay.radix
     else:

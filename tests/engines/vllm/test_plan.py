@@ -158,10 +158,15 @@ def test_block_size_option_is_checked_against_the_backends():
 def test_exact_engine_is_the_estimate():
     from kvcalc.estimate import estimate
 
+    from kvcalc.capacity import Parallel
+    from kvcalc.engines import get_engine
+
     p = plan("deepseek-v4-pro", M, precision="fp8", engine="exact")
-    assert p.bytes_per_block == 1 and p.null_blocks == 0
+    f = p.figures()  # capacity's JSON keeps the shape every engine reports: a one-byte "block", none kept back
+    assert (f.layout, f.unit_bytes, f.null_units) == ("exact", 1, 0)
     assert p.per_request_bytes == int(estimate("deepseek-v4-pro", M, precision="fp8").per_sequence[0]) == 5_299_115_008
-    assert p.requests_that_fit(3 * 5_299_115_008 + 5) == 3
+    eng = get_engine("exact")
+    assert eng.fit([p], 3 * 5_299_115_008 + 5, p.settings, Parallel()).requests_per_replica == 3
 
 
 def test_tensors_tile_the_block():
@@ -182,10 +187,10 @@ def test_blocks_at_the_plans_context_is_the_plans_count(engine):
     for kw in ({"mtp": True}, {"tp": 2}):
         model = "deepseek-v4-pro" if "mtp" in kw else "llama-3.1-8b"
         p = plan(model, 65_536, engine=engine, **kw)
-        assert p.blocks_at(65_536) == p.blocks_per_request
+        assert p.units_at_context(65_536) == p.units_per_request
     # V4-Pro's MTP layer is a 128-token window of 584 B entries (fp8): exact bytes grow by 128 x 584
     with_mtp = plan("deepseek-v4-pro", M, precision="fp8", engine="exact", mtp=True)
-    assert with_mtp.blocks_at(M) == 5_299_115_008 + 128 * 584
+    assert with_mtp.units_at_context(M) == 5_299_115_008 + 128 * 584
 
 
 def _on(arch, model, precision=None, context=4096):
