@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import re
 
-from ..logs import NOTHING, LogFacts, LogReader, Quantity, Row
+from ..logs import NOTHING, LogFacts, LogReader, Quantity, Row, word
 from . import sizing as S
 from .defaults import Settings
 from .dsv4 import V4Layout
 
-_ARG = r"""(?:server_args|ServerArgs\().*?\b['"]?{key}['"]?\s*[:=]\s*"""
+#: (?:server_args|ServerArgs\() written from their common "erver", so that a search of a whole log skips ahead to it
+_ARG = r"""erver(?:(?<=server)_args|(?<=Server)Args\().*?\b['"]?{key}['"]?\s*[:=]\s*"""
+#: "KV Cache is allocated." not preceded by "SWA " ((?<!SWA )KV ...), literal-first likewise
+_KV = r"KV Cache is allocated\.(?<!SWA KV Cache is allocated\.)"
 
 
 def _arg(key: str, value: str) -> re.Pattern:
@@ -48,10 +51,10 @@ class SglangLogReader(LogReader):
         "kv_cache_dtype": _arg("kv_cache_dtype", r"'([\w.]+)'"),
         "swa_full_tokens_ratio": _arg("swa_full_tokens_ratio", r"([\d.]+)"),
         "server_mrr": _arg("max_running_requests", r"(\d+)"),
-        "kv_dtype": re.compile(r"(?<!SWA )KV Cache is allocated\. dtype: torch\.(\w+)"),
-        "kv_tokens": re.compile(r"(?<!SWA )KV Cache is allocated\.(?: dtype: [\w.]+,)? #tokens: (\d+)"),
-        "k_gib": re.compile(r"(?<!SWA )KV Cache is allocated\..*K size: ([\d.]+) GB"),
-        "kv_gib": re.compile(r"(?<!SWA )KV Cache is allocated\..*\bKV size: ([\d.]+) GB"),
+        "kv_dtype": re.compile(_KV + r" dtype: torch\.(\w+)"),
+        "kv_tokens": re.compile(_KV + r"(?: dtype: [\w.]+,)? #tokens: (\d+)"),
+        "k_gib": re.compile(_KV + r".*K size: ([\d.]+) GB"),
+        "kv_gib": re.compile(_KV + r".*\bKV size: ([\d.]+) GB"),
         "swa_tokens": re.compile(r"swa_layer_tokens=(\d+)"),
         "swa_k_gib": re.compile(r"SWA KV Cache is allocated\..*\bK size: ([\d.]+) GB"),
         # model_runner_components/load_model_utils.py resolve_sliding_window_size (Llama 4)
@@ -66,11 +69,12 @@ class SglangLogReader(LogReader):
         "max_running_requests": re.compile(r"max_total_num_tokens=.*\bmax_running_requests=(\d+)"),
         # SGLANG_ENABLE_POST_CAPTURE_KV_SIZING (kv_pool_runtime.py): the pool is backed after CUDA-graph capture
         "post_tokens": re.compile(r"Post-capture KV sizing: KV cache allocated\. dtype: [\w.]+, #tokens: (\d+)"),
-        "post_kv_gib": re.compile(r"\bKV size: ([\d.]+) GB"),  # on the post-capture line (its hint)
-        "context_len": re.compile(r"\bcontext_len=(\d+)"),
+        "post_kv_gib": word("KV size: ", r"([\d.]+) GB"),  # on the post-capture line (its hint)
+        "context_len": word("context_len=", r"(\d+)"),
     }
-    hints = {**{k: "erver" for k in ("model_id", "tp", "dp", "attn_dp", "pp", "enable_dp_attention", "mem_fraction_static", "page_size",
-                                     "kv_cache_dtype", "swa_full_tokens_ratio", "server_mrr")},  # server_args / ServerArgs(
+    hints = {**{k: ("server_args", "ServerArgs(") for k in ("model_id", "tp", "dp", "attn_dp", "pp", "enable_dp_attention",
+                                                          "mem_fraction_static", "page_size", "kv_cache_dtype",
+                                                          "swa_full_tokens_ratio", "server_mrr")},
              **{k: "KV Cache is allocated." for k in ("kv_dtype", "kv_tokens", "k_gib", "kv_gib")},
              **{k: "DSV4 pool sizes: " for k in ("dsv4_full", "dsv4_swa", "dsv4_c4", "dsv4_c128", "dsv4_c4_state")},
              "swa_tokens": "swa_layer_tokens=", "swa_k_gib": "SWA KV Cache is allocated.",
@@ -89,8 +93,10 @@ class SglangLogReader(LogReader):
     run_start_twice = True  # entrypoints/engine.py: Engine.__init__ and _launch_subprocesses both log server_args=
     #: managers/scheduler.py: the logger prefix "[<time> DP{d} PP{p} ... TP{t}]" (utils/common.py configure_logger)
     #: (the bracket may follow a collector's prefix: "sglang-1  | [...]", a journald or kubectl timestamp)
-    rank_tags = {"dp": re.compile(r"(?:^|[\s|])\[[^\]\n]{0,80}? DP(\d+)(?=[ \]])", re.M),
-                 "pp": re.compile(r"(?:^|[\s|])\[[^\]\n]{0,80}? PP(\d+)(?=[ \]])", re.M)}
+    #: a "[" at a line's start or after a blank or "|", written literal-first ((?:^|[\s|])\[ would make the regex
+    #: engine try every position of a log): the same ranks found
+    rank_tags = {"dp": re.compile(r"\[(?<![^\s|]\[)[^\]\n]{0,80}? DP(\d+)(?=[ \]])"),
+                 "pp": re.compile(r"\[(?<![^\s|]\[)[^\]\n]{0,80}? PP(\d+)(?=[ \]])")}
     looked_for = ("no SGLang KV cache lines found (looked for 'KV Cache is allocated', 'max_total_num_tokens=')")
     nothing_note = ("the log has no figure kvcalc can check (it needs the 'KV Cache is allocated' line, or the "
                     "token count with the SWA or state lines)")
