@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .config import as_model, config_names, load_model
 from .engines import engines, get_engine
-from .engines.logs import Row
+from .engines.logs import Row, _short  # _short: until kvcalc.errors.quote (issue 26)
 from .errors import KvcalcError
 from .plan import plan
 
@@ -50,13 +50,51 @@ def _model_for(model_id: str | None):
 def _reader_for(text: str, source: str, engine: str | None):
     """The engine whose start-up lines the log holds (the named one, else the first that recognises it)."""
     candidates = [get_engine(engine)] if engine is not None else [e for e in engines() if e.logs is not None]
+    tried = []
     for eng in candidates:
         if eng.logs is None:
             raise KvcalcError(f"engine: kvcalc reads no start-up log of the {eng.name} engine", param="engine")
         facts = eng.logs.parse(text, source)
         if eng.logs.recognises(facts):
             return eng, facts
-    raise KvcalcError(f"{source}: {candidates[0].logs.looked_for}", param="file")
+        tried.append((eng, facts))
+    raise KvcalcError(_not_read(text, source, tried, engine), param="file")
+
+
+def _title(eng) -> str:
+    return eng.title.split()[0]
+
+
+def _not_read(text: str, source: str, tried: list, engine: str | None) -> str:
+    """Why no engine reads the log, in one line naming the file: an engine's start-up lines without the KV lines,
+    or no engine's lines at all (an empty file, other text, binary data), and then what it holds."""
+    name = _short(source, 200)  # a path: as long as the one FILE: cannot read names
+    for eng, facts in tried:
+        if facts.engine_lines:
+            return f"file: {name} has {_title(eng)} start-up lines but no KV cache line (looked for {eng.logs.looked_for})"
+    holds = _holds(text)
+    if engine is not None:  # the engine named may not be the one whose lines these are
+        for eng in engines():
+            try:
+                if eng.logs is not None and eng.name != engine and eng.logs.recognises(eng.logs.parse(text)):
+                    holds = f"it holds {_title(eng)}'s: {{{{engine}}}} {eng.name}"
+                    break
+            except KvcalcError:
+                continue
+    return f"file: {name} has no {' or '.join(_title(eng) for eng, _ in tried)} start-up lines ({holds})"
+
+
+def _holds(text: str) -> str:
+    """What a text read as a log holds, where it holds no engine's lines."""
+    if not text:
+        return "an empty file"
+    nul = text.count("\0")
+    if nul == len(text):
+        return f"{nul:,} NUL bytes"
+    if nul or "\ufffd" in text:
+        return "binary data, not text"
+    lines = text.count("\n") + (not text.endswith("\n"))
+    return f"{lines:,} line{'s' if lines != 1 else ''} of text, none an engine's"
 
 
 def check_log(text: str, source: str = "log", *, engine: str | None = None, model=None,

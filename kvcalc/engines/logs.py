@@ -21,6 +21,7 @@ class LogFacts:
     ranks: dict = field(default_factory=dict)  # rank kind ("dp", "pp") -> the rank whose lines were read
     notes: list = field(default_factory=list)  # what the reader chose: which run, which ranks
     source: str = "log"  # the log's name in messages
+    engine_lines: bool = False  # the log holds a line of this engine's (a start line, or any figure read)
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class LogReader:
     floats: frozenset[str] = frozenset()
     #: at least one of these must be in a log for it to be this engine's
     figures: tuple[str, ...] = ()
-    looked_for: str = ""  # the lines named when none is found
+    looked_for: str = ""  # the KV lines named when the log has the engine's lines but none of these
     #: the engine's context defaults to the model's max_position_embeddings when the log does not say
     context_defaults_to_model: bool = False
     nothing_note = ("the log has no figure kvcalc can compare (it needs the pool, the block count or the token count "
@@ -117,6 +118,7 @@ class LogReader:
             facts.notes.append(f"the log holds {len(cuts) - 1:,} engine starts; read run {run + 1:,}, from line "
                                f"{scan.line_number(cuts[run]):,} (the first with KV figures)")
         facts.source = source
+        facts.engine_lines = bool(facts.values) or bool(starts)
         facts.ranks = {kind: low for kind, (low, _) in ranks.items()}
         for kind, (low, n) in ranks.items():
             if n > 1:
@@ -222,6 +224,16 @@ class LogReader:
         """With pipeline stages: the plan the logged figures are of (by default the stage with the largest
         blocks, the one whose block count the engine keeps)."""
         return max(plans, key=lambda p: p.bytes_per_block)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """Log text (or other user input) quoted in an error message: at most its first ``limit`` characters, then an
+    ellipsis and its length: ``'xxxx…' (100,000 characters)``. A stand-in for the shared ``kvcalc.errors.quote``
+    (issue 26): every caller is to use that once it exists."""
+    text = str(text)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit] + '…'!r} ({len(text):,} characters)"
 
 
 def _alternatives(hint: str | tuple[str, ...]) -> tuple[str, ...]:

@@ -97,7 +97,7 @@ class SglangLogReader(LogReader):
     #: engine try every position of a log): the same ranks found
     rank_tags = {"dp": re.compile(r"\[(?<![^\s|]\[)[^\]\n]{0,80}? DP(\d+)(?=[ \]])"),
                  "pp": re.compile(r"\[(?<![^\s|]\[)[^\]\n]{0,80}? PP(\d+)(?=[ \]])")}
-    looked_for = ("no SGLang KV cache lines found (looked for 'KV Cache is allocated', 'max_total_num_tokens=')")
+    looked_for = "'KV Cache is allocated', 'max_total_num_tokens='"
     nothing_note = ("the log has no figure kvcalc can check (it needs the 'KV Cache is allocated' line, or the "
                     "token count with the SWA or state lines)")
     context_defaults_to_model = True  # model_config.py: context_len defaults to max_position_embeddings

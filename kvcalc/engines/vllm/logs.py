@@ -91,8 +91,7 @@ class VllmLogReader(LogReader):
                       "lcm_block_size"})
     floats = frozenset({"available_gib", "concurrency", "mamba_padding_pct", "reserved_gib"})
     figures = ("cache_tokens", "concurrency", "gpu_blocks", "available_gib", "reserved_gib")
-    looked_for = ("no vLLM KV cache lines found (looked for 'GPU KV cache size', 'Maximum concurrency', "
-                  "'Available KV cache memory', '# GPU blocks')")
+    looked_for = "'GPU KV cache size', 'Maximum concurrency', 'Available KV cache memory', '# GPU blocks'"
     no_context = "the log states no max_model_len (max_seq_len=... or 'Maximum concurrency for L tokens')"
 
     def context(self, facts: LogFacts) -> int | None:
