@@ -81,3 +81,22 @@ def test_no_default_that_can_be_justified_is_refused(cli, tmp_path):
                      "and vLLM's default, auto, stores none of fp8-only's precisions (fp8) (--precision P)\n")
     r = cli("check-log", str(log), "-m", str(tmp_path / "fp8-only.yaml"), "-p", "fp8", "--json")
     assert r.code == 0 and r.json()["precision"] == "fp8" and not any("cache dtype" in n for n in r.json()["notes"])
+
+
+def test_vllms_auto_is_the_models_own_16_bit_dtype(cli, tmp_path):
+    # Llama 2's checkpoint is float16 (kvcalc's llama-2-7b defaults to fp16, from its config.json torch_dtype), and
+    # vLLM serves it and stores its KV cache in fp16 under auto, not bf16 (which it also declares). Figures:
+    # 32 layers x 32 KV heads x 128 x (K, V) x 2 B = 524,288 B a token, 8 MiB a 16-token block; 20.00 GiB = 2,560
+    # blocks (2,559 .. 2,560 for anything that rounds to it); 4,096 / 16 = 256 a request -> 10.00x, 40,960 tokens
+    log = tmp_path / "llama2.log"
+    body = ("INFO Initializing a V1 LLM engine (v0.33.0) with config: model='meta-llama/Llama-2-7b-hf', "
+            "max_seq_len=4096, tensor_parallel_size=1, kv_cache_dtype=auto\n"
+            "INFO Available KV cache memory: 20.00 GiB\n"
+            "INFO GPU KV cache size: 40,960 tokens, Maximum concurrency for 4,096 tokens per request: 10.00x\n")
+    log.write_text(body)
+    out = cli("check-log", str(log), "--json").json()
+    assert out["model"] == "llama-2-7b" and out["precision"] == "fp16" and out["verdict"] == "agrees"
+    log.write_text(body.replace(", kv_cache_dtype=auto", ""))
+    out = cli("check-log", str(log), "--json").json()
+    assert out["precision"] == "fp16" and out["verdict"] == "agrees"
+    assert NOTE.format(p="fp16", e="vLLM", m="llama-2-7b") + " (the model's default precision)" in out["notes"]

@@ -101,14 +101,15 @@ class VllmLogReader(LogReader):
         return v.get("autofit_context") or v.get("concurrency_context") or v.get("max_model_len")
 
     def precision_for(self, spec, dtype: str | None) -> str | None:
-        """auto -> the model's bf16 (or fp16), bfloat16 / float16 as named, fp8* -> fp8 (config/cache.py
-        CacheDType)."""
+        """auto -> the model's own dtype: its default precision where that is bf16 or fp16 (a float16 checkpoint
+        such as Llama 2 is served in fp16, its KV cache likewise), else bf16 (or fp16); bfloat16 / float16 as
+        named, fp8* -> fp8 (config/cache.py CacheDType)."""
         if dtype is None:
             return None
         names = set(spec.precisions)
         if dtype == "auto":
-            for cand in ("bf16", "fp16"):
-                if cand in names:
+            for cand in (spec.default_precision, "bf16", "fp16"):
+                if cand in ("bf16", "fp16") and cand in names:
                     return cand
         dtype = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16"}.get(dtype, dtype)
         if dtype.startswith("fp8") and "fp8" in names:
