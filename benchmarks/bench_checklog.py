@@ -1,6 +1,7 @@
 """`kvcalc check-log` on 64 MiB inputs (the most it reads): wall time and peak memory, one fresh process each.
 
     python benchmarks/bench_checklog.py [--runs 3] [--out reports/bench_checklog.json] [--keep DIR]
+                                        [--baseline DIR [--baseline-runs 1]]
 
 The inputs are built in a temporary folder (or DIR, kept), each exactly 64 MiB:
 
@@ -15,7 +16,9 @@ The inputs are built in a temporary folder (or DIR, kept), each exactly 64 MiB:
 
 Each is run as ``python -m kvcalc check-log FILE --json`` under ``/usr/bin/time`` (wall seconds, peak RSS);
 the median of --runs runs is kept. Target (issue 26): every input answered in under 3 s. Exit status 1 if a
-median misses it. Run it from the repository root.
+median misses it. ``--baseline DIR`` times another checkout on the same inputs too (``git archive <commit> kvcalc
+| tar -x -C DIR`` makes one; before issue 26 one 64 MiB line took 5 minutes), each run cut off after
+--baseline-timeout seconds. Run it from the repository root.
 """
 
 from __future__ import annotations
@@ -113,11 +116,19 @@ def inputs() -> dict[str, bytes]:
     }
 
 
-def _run(path: Path) -> dict:
-    """One check-log run under /usr/bin/time: wall seconds, peak RSS (KiB), exit status, its first output."""
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(path: Path, tree: Path = ROOT, timeout: float | None = None) -> dict:
+    """One check-log run of the kvcalc in ``tree`` under /usr/bin/time: wall seconds, peak RSS, exit status, its
+    verdict or first error."""
     cmd = ["/usr/bin/time", "-f", "@@time %e %M", sys.executable, "-m", "kvcalc", "check-log", str(path), "--json"]
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), COLUMNS="120")
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    env = dict(os.environ, PYTHONPATH=str(tree), COLUMNS="120")
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=tree)  # -m: cwd first
+    except subprocess.TimeoutExpired:
+        return {"wall_s": None, "peak_rss_mib": None, "exit": None, "verdict": None,
+                "error": f"cut off after {timeout:g} s"}
     stats = next(line for line in r.stderr.splitlines() if line.startswith("@@time "))
     wall, rss = stats.split()[1:]
     err = "".join(line for line in r.stderr.splitlines(keepends=True) if not line.startswith(("@@time", "Command ")))
@@ -132,10 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write the figures as JSON here")
     ap.add_argument("--keep", default=None, help="build the inputs in this folder and keep them")
     ap.add_argument("--only", default=None, help="comma-separated kinds to run")
+    ap.add_argument("--baseline", default=None, help="another kvcalc checkout to time on the same inputs")
+    ap.add_argument("--baseline-runs", type=int, default=1)
+    ap.add_argument("--baseline-timeout", type=float, default=600.0)
+    ap.add_argument("--baseline-label", default=None, help="what the baseline is (a commit), for the JSON")
     args = ap.parse_args(argv)
     tmp = None
     if args.keep:
-        folder = Path(args.keep)
+        folder = Path(args.keep).resolve()
         folder.mkdir(parents=True, exist_ok=True)
     else:
         tmp = tempfile.TemporaryDirectory(prefix="bench_checklog.")
@@ -155,11 +170,18 @@ def main(argv: list[str] | None = None) -> int:
                            "verdict": runs[0]["verdict"], "error": runs[0]["error"]}
             print(f"{kind:16} {wall:6.2f} s  {kinds[kind]['peak_rss_mib_max']:7.1f} MiB  exit {runs[0]['exit']}  "
                   f"{runs[0]['verdict'] or (runs[0]['error'] or '')[:90]}", flush=True)
+            if args.baseline:
+                old = [_run(path, Path(args.baseline).resolve(), args.baseline_timeout)
+                       for _ in range(args.baseline_runs)]
+                kinds[kind]["baseline"] = old if len(old) > 1 else old[0]
+                print(f"{'  baseline':16} {old[0]['wall_s'] or 0:6.2f} s  {old[0]['peak_rss_mib'] or 0:7.1f} MiB  "
+                      f"exit {old[0]['exit']}  {old[0]['verdict'] or (old[0]['error'] or '')[:90]}", flush=True)
     finally:
         if tmp is not None:
             tmp.cleanup()
     result = {
         "command": "kvcalc check-log FILE --json",
+        "baseline": args.baseline_label or args.baseline,
         "input_bytes": SIZE,
         "runs": args.runs,
         "target_s": TARGET_S,
