@@ -55,6 +55,53 @@ def word(literal: str, rest: str, flags: int = 0) -> re.Pattern:
     lit = re.escape(literal)
     return re.compile(f"{lit}(?<!\\w{lit}){rest}", flags)
 
+class After:
+    """The pattern ``<first><rest>``, where ``rest`` starts with ``.*`` or ``.*?``, searched in two steps: the first
+    match of ``first`` on a line, then ``rest`` from its end to the end of the line. The same matches (from the
+    first ``first`` of a line ``rest`` reaches every place a later one would, ``.`` stopping at the line's end),
+    but a line holding ``first`` a thousand times without the rest costs one pass, not a thousand (the regex
+    engine tries ``rest`` from each: a 64 KiB line of "server_args" took seconds a pattern)."""
+
+    def __init__(self, first: str, rest: str, flags: int = 0):
+        if not rest.startswith(".*"):
+            raise ValueError(f"After: rest must start with .* or .*?, got {rest[:20]!r}")
+        self.first, self.rest = re.compile(first, flags), re.compile(rest, flags)
+        self.pattern = first + rest
+
+    def search(self, string: str, pos: int = 0, endpos: int | None = None) -> "_AfterMatch | None":
+        endpos = len(string) if endpos is None else min(endpos, len(string))
+        while pos <= endpos:
+            m = self.first.search(string, pos, endpos)
+            if m is None:
+                return None
+            end = string.find("\n", m.end(), endpos)
+            end = endpos if end < 0 else end
+            r = self.rest.match(string, m.end(), end)
+            if r is not None:
+                return _AfterMatch(string, m.start(), r)
+            pos = end + 1
+        return None
+
+    def finditer(self, string: str):
+        pos = 0
+        while (m := self.search(string, pos)) is not None:
+            yield m
+            pos = max(m.end(), m.start() + 1)
+
+
+class _AfterMatch:
+    def __init__(self, string: str, start: int, rest: re.Match):
+        self.string, self._start, self._rest = string, start, rest
+
+    def start(self) -> int:
+        return self._start
+
+    def end(self) -> int:
+        return self._rest.end()
+
+    def group(self, n: int = 0) -> str:
+        return self.string[self._start:self._rest.end()] if n == 0 else self._rest.group(n)
+
 @dataclass(frozen=True)
 class Row:
     figure: str
@@ -68,7 +115,7 @@ class LogReader:
     """One engine's start-up log lines. Subclasses set the patterns and the engine-specific steps."""
 
     engine: str = ""
-    patterns: dict[str, re.Pattern] = {}
+    patterns: dict[str, "re.Pattern | After"] = {}
     ints: frozenset[str] = frozenset()
     floats: frozenset[str] = frozenset()
     #: at least one of these must be in a log for it to be this engine's
@@ -127,24 +174,28 @@ class LogReader:
 
     def _run_starts(self, text: str) -> list[int]:
         """Where each engine run starts: every ``run_start``; with ``run_start_twice``, less the second of a pair
-        that repeats its start line word for word with no KV figure between them."""
+        that repeats its start line word for word (up to MAX_LINE characters from the start) with no KV figure
+        between them. The two logs of one start are two lines: a start on the same line as the one before is
+        never its repeat (so a line of a million starts costs no million comparisons of 64 KiB)."""
         if not self.run_start:
             return []
         found = [m.start() for m in re.finditer(re.escape(self.run_start), text)]
         if not self.run_start_twice:
             return found
         hints = {h for k in self.figures if k in self.hints for h in _alternatives(self.hints[k])}
-        out, first, end = [], None, -1  # first: the start line of a kept start that may still be repeated once
+        out, first, end = [], None, -1  # first: (place, length, line end) of a kept start that may be repeated once
         for at in found:
             if at > end:  # several starts on one line share its end: found once
                 end = text.find("\n", at)
                 end = len(text) if end < 0 else end
-            this = text[at:min(end, at + MAX_LINE)]
-            if first is not None and this == first and not any(text.find(h, out[-1], at) >= 0 for h in hints):
+            length = min(end, at + MAX_LINE) - at
+            if (first is not None and at > first[2] and length == first[1]
+                    and text.startswith(text[first[0]:first[0] + length], at)
+                    and not any(text.find(h, out[-1], at) >= 0 for h in hints)):
                 first = None  # the repeat of one start: at most once
                 continue
             out.append(at)
-            first = this
+            first = (at, length, end)
         return out
 
     def _lowest_ranks(self, text: str) -> dict[str, tuple[int, int]]:
@@ -155,13 +206,6 @@ class LogReader:
             if seen:
                 out[kind] = (min(seen), len(seen))
         return out
-
-    def _other_rank(self, line: str, ranks: dict) -> bool:
-        for kind, (low, _) in ranks.items():
-            m = self.rank_tags[kind].search(line)
-            if m and int(m.group(1)[:7]) != low:
-                return True
-        return False
 
     def _value(self, key: str, raw: str, where: str):
         """A logged figure within bounds, or a one-line refusal naming where it stands."""
@@ -268,6 +312,8 @@ class _Scan:
         self.long = _long_lines(text)
         self._counted = (0, 0)  # (position, line breaks before it): line numbers counted on from the last
         self._hints: dict = {}  # (hint, lo, hi) -> its first and last place there, or None
+        self._keys = {k: (_alternatives(reader.hints[k]), p) for k, p in reader.patterns.items()}
+        self._tags = [(reader.rank_tags[kind], low) for kind, (low, _) in ranks.items()]
 
     def line_starts(self, positions: list[int]) -> list[int]:
         """The start of the line holding each of ``positions`` (in order), each found back to the one before."""
@@ -292,14 +338,20 @@ class _Scan:
         return hi if end < 0 else end
 
     def _read(self, key: str, start: int, end: int):
-        """The match of ``key`` on the line text[start:end] as the line-by-line parse read it, or None."""
+        """The match of ``key`` on the line text[start:end] as the line-by-line parse read it, or None (here for
+        every line a pattern matches: a log of a million other-rank figure lines calls it a million times)."""
         line = self.text[start:min(end, start + MAX_LINE)]
-        r = self.reader
-        if not any(h in line for h in _alternatives(r.hints[key])):
+        alts, pat = self._keys[key]
+        for h in alts:
+            if h in line:
+                break
+        else:
             return None
-        if self.ranks and r._other_rank(line, self.ranks):
-            return None
-        return r.patterns[key].search(line)
+        for tag, low in self._tags:  # a line whose first tag of a kind names a rank other than the lowest
+            m = tag.search(line)
+            if m and int(m.group(1)[:7]) != low:
+                return None
+        return pat.search(line)
 
     def _hint(self, hint: str, lo: int, hi: int) -> tuple[int, int] | None:
         """Where ``hint`` first and last stands in text[lo:hi] (None: nowhere); found once for the keys sharing it."""
@@ -310,9 +362,10 @@ class _Scan:
 
     def first(self, key: str, lo: int, hi: int) -> tuple[int, Any] | None:
         """The first line of text[lo:hi] (``lo`` a line start, ``hi`` one or the end) that qualifies for ``key``:
-        (its start, the match). The pattern runs over the stretch between the first and the last line holding
-        the hint; a line it matches is then read alone. A line longer than MAX_LINE is also read alone, since
-        the pattern over the whole line can miss what its first MAX_LINE characters match."""
+        (its start, the match). The pattern runs over the lines from the first to the last holding the hint,
+        those longer than MAX_LINE left out, and no pattern can cross a line break (tests/engines/
+        test_log_scan.py), so no search runs past a short line or into a long one; a line it matches is then read
+        alone, and so is each long line, by its first MAX_LINE characters, as the line-by-line parse read it."""
         text = self.text
         spans = [s for s in (self._hint(h, lo, hi) for h in _alternatives(self.reader.hints[key])) if s is not None]
         if not spans:
@@ -321,25 +374,32 @@ class _Scan:
         r = text.rfind("\n", lo, a)
         pos = r + 1 if r >= 0 else lo
         stop = self._end(b, hi)
-        pat, found = self.reader.patterns[key], None
+        for long in self.long[bisect.bisect_left(self.long, pos):bisect.bisect_left(self.long, stop)] + [None]:
+            found = self._search(key, pos, stop if long is None else long, hi)
+            if found is not None or long is None:
+                return found
+            end = self._end(long, hi)
+            got = self._read(key, long, end)
+            if got is not None:
+                return long, got
+            pos = end + 1
+        return None
+
+    def _search(self, key: str, pos: int, stop: int, hi: int) -> tuple[int, Any] | None:
+        """The first line of the short lines in text[pos:stop] that qualifies for ``key``."""
+        text, pat = self.text, self.reader.patterns[key]
         while pos <= stop:
             m = pat.search(text, pos, stop)
             if m is None:
-                break
+                return None
             r = text.rfind("\n", pos, m.start())
             start = r + 1 if r >= 0 else pos
             end = self._end(m.start(), hi)
             got = self._read(key, start, end)
             if got is not None:
-                found = (start, got)
-                break
-            pos = end + 1
-        limit = found[0] if found else stop
-        for start in self.long[bisect.bisect_left(self.long, lo):bisect.bisect_left(self.long, limit)]:
-            got = self._read(key, start, self._end(start, hi))
-            if got is not None:
                 return start, got
-        return found
+            pos = end + 1
+        return None
 
     def first_of(self, keys, lo: int, hi: int) -> int | None:
         """The start of the first line of text[lo:hi] that qualifies for any of ``keys``."""

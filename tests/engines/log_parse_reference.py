@@ -3,7 +3,9 @@ looked at in Python), kept as the reference the single-scan parse is held to (te
 same figures, lines, notes and refusals on any text. The patterns and hints are the readers' of that time, copied
 as they were (the readers now write some of them literal-first, and SGLang's server_args hint more narrowly).
 
-One change is made on purpose: a number is bounded (and refused) only in the run read. The old parse refused a
+Two changes are made on purpose. A start on the same line as the start kept before it is never that start's
+repeat (SGLang's two logs of one start are two lines; comparing each of a million starts on one line with the
+one before cost 64 KiB each). And a number is bounded (and refused) only in the run read. The old parse refused a
 log for a damaged number in a run it then did not read (a crashed start before the one with KV lines); here, as in
 the single scan, the runs are looked through with their values as logged and only the run read is converted."""
 
@@ -185,7 +187,9 @@ def _run_starts(reader, old, text):
 
     for at in found:
         this = line(at)
-        if first is not None and this == first and not any(text.find(h, out[-1], at) >= 0 for h in hints):
+        same_line = bool(out) and "\n" not in text[out[-1]:at]
+        if (first is not None and not same_line and this == first
+                and not any(text.find(h, out[-1], at) >= 0 for h in hints)):
             first = None
             continue
         out.append(at)

@@ -30,6 +30,8 @@ PIECES = [
     "K size: ", "KV size: ", "max_total_num_tokens=", ", max_running_requests=", "context_len=",
     "DSV4 pool sizes: full=", " swa=", "[2026-12-01 10:00:00 DP0 TP0] ", "[t DP1 TP1] ", "[t PP1] ", " DP", " PP",
     "Post-capture KV sizing: KV cache allocated. dtype: bf16, #tokens: ",
+    # pieces a value may be cut between (a quote or parenthesis left open, a key without its value)
+    "with config: model='", "'model_path': '", "Initializing a V1 LLM engine (v", "'tp_size':",
     # whole lines and start lines, twice, so that most texts hold figures and several runs
     *["\n"] * 6, *["# GPU blocks: 12\n", "GPU KV cache size: 1,024 tokens\n", "KV Cache is allocated. #tokens: 5\n",
                    "max_total_num_tokens=9\n", "Initializing a V1 LLM engine ", "server_args="] * 2,
@@ -61,6 +63,8 @@ def test_the_scan_reads_what_the_line_by_line_parse_read(short_lines, seed):
         reader = get_engine(engine).logs
         new = _outcome(lambda: reader.parse(text, "t.log"))
         assert new == _outcome(lambda: R.parse(reader, OLD[engine], text, "t.log")), text
+        for key, pat in reader.patterns.items():  # no pattern crosses a line break (the scan relies on it)
+            assert not any("\n" in m.group(0) for m in pat.finditer(text)), (key, text)
 
 
 def test_a_long_line_is_read_by_its_first_max_line_characters(short_lines):

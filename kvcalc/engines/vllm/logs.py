@@ -40,8 +40,9 @@ DEFAULT_LOG_BATCHED_TOKENS = 8192
 class VllmLogReader(LogReader):
     engine = "vllm"
     patterns = {
-        "version": re.compile(r"Initializing a V1 LLM engine \(v([^)]+)\)"),
-        "model_id": re.compile(r"with config: model='([^']+)'"),
+        # no pattern matches across a line break ([^)\n], not [^)]): a search of the whole log stays in a line
+        "version": re.compile(r"Initializing a V1 LLM engine \(v([^)\n]+)\)"),
+        "model_id": re.compile(r"with config: model='([^'\n]+)'"),
         "max_model_len": word("max_seq_len=", r"(\d+)"),
         "tp": word("tensor_parallel_size=", r"(\d+)"),
         "pp": word("pipeline_parallel_size=", r"(\d+)"),
