@@ -71,7 +71,8 @@ def _not_read(text: str, source: str, tried: list, engine: str | None) -> str:
     name = _short(source, 200)  # a path: as long as the one FILE: cannot read names
     for eng, facts in tried:
         if facts.engine_lines:
-            return f"file: {name} has {_title(eng)} start-up lines but no KV cache line (looked for {eng.logs.looked_for})"
+            return (f"file: {name} has {_title(eng)} start-up lines but no KV cache line (looked for "
+                    f"{eng.logs.looked_for})")
     holds = _holds(text)
     if engine is not None:  # the engine named may not be the one whose lines these are
         for eng in engines():
@@ -91,7 +92,7 @@ def _holds(text: str) -> str:
     nul = text.count("\0")
     if nul == len(text):
         return f"{nul:,} NUL bytes"
-    if nul or "\ufffd" in text:
+    if nul or text.count("\ufffd") > len(text) // 10:  # a NUL, or more than a tenth of it not UTF-8
         return "binary data, not text"
     lines = text.count("\n") + (not text.endswith("\n"))
     return f"{lines:,} line{'s' if lines != 1 else ''} of text, none an engine's"

@@ -102,6 +102,7 @@ class _AfterMatch:
     def group(self, n: int = 0) -> str:
         return self.string[self._start:self._rest.end()] if n == 0 else self._rest.group(n)
 
+
 @dataclass(frozen=True)
 class Row:
     figure: str
@@ -308,7 +309,7 @@ class _Scan:
     and they name no rank other than the lowest of each tagged kind."""
 
     def __init__(self, reader: "LogReader", text: str, ranks: dict):
-        self.reader, self.text, self.ranks = reader, text, ranks
+        self.reader, self.text = reader, text
         self.long = _long_lines(text)
         self._counted = (0, 0)  # (position, line breaks before it): line numbers counted on from the last
         self._hints: dict = {}  # (hint, lo, hi) -> its first and last place there, or None

@@ -15,7 +15,9 @@ START = "INFO 11-30 12:00:00 [core.py:140] Initializing a V1 LLM engine (v0.33.0
     (b"a\nb\nc", "3 lines of text, none an engine's"),
     (bytes(range(256)) * 16, "binary data, not text"),
     (b"\0" * 100_000, "100,000 NUL bytes"),  # what /dev/zero gives
-])
+    (bytes(range(128, 256)) * 64, "binary data, not text"),  # no NUL, none of it UTF-8
+    (b"caf\xe9 au lait\n" * 200, "200 lines of text, none an engine's"),  # Latin-1: a byte in 13 not UTF-8
+], ids=["empty", "hostname", "text", "bytes", "nul", "not-utf8", "latin1"])
 def test_a_file_with_no_engine_lines_says_so(cli, tmp_path, data, holds):
     f = tmp_path / "x.log"
     f.write_bytes(data)
