@@ -50,13 +50,97 @@ def _model_for(model_id: str | None):
 def _reader_for(text: str, source: str, engine: str | None):
     """The engine whose start-up lines the log holds (the named one, else the first that recognises it)."""
     candidates = [get_engine(engine)] if engine is not None else [e for e in engines() if e.logs is not None]
+    tried = []
     for eng in candidates:
         if eng.logs is None:
             raise KvcalcError(f"engine: kvcalc reads no start-up log of the {eng.name} engine", param="engine")
         facts = eng.logs.parse(text, source)
         if eng.logs.recognises(facts):
             return eng, facts
-    raise KvcalcError(f"{source}: {candidates[0].logs.looked_for}", param="file")
+        tried.append((eng, facts))
+    raise KvcalcError(_not_read(text, source, tried, engine), param="file")
+
+
+def _title(eng) -> str:
+    return eng.title.split()[0]
+
+
+def _not_read(text: str, source: str, tried: list, engine: str | None) -> str:
+    """Why no engine reads the log, in one line naming the file: an engine's start-up lines without the KV lines,
+    or no engine's lines at all (an empty file, other text, binary data), and then what it holds."""
+    name = quote(source, 200)  # a path: as long as the one FILE: cannot read names
+    for eng, facts in tried:
+        if facts.engine_lines:
+            return (f"file: {name} has {_title(eng)} start-up lines but no KV cache line (looked for "
+                    f"{eng.logs.looked_for})")
+    holds = _holds(text)
+    if engine is not None:  # the engine named may not be the one whose lines these are
+        for eng in engines():
+            try:
+                if eng.logs is not None and eng.name != engine and eng.logs.recognises(eng.logs.parse(text)):
+                    holds = f"it holds {_title(eng)}'s: {{{{engine}}}} {eng.name}"
+                    break
+            except KvcalcError:
+                continue
+    return f"file: {name} has no {' or '.join(_title(eng) for eng, _ in tried)} start-up lines ({holds})"
+
+
+def _holds(text: str) -> str:
+    """What a text read as a log holds, where it holds no engine's lines."""
+    if not text:
+        return "an empty file"
+    nul = text.count("\0")
+    if nul == len(text):
+        return f"{nul:,} NUL bytes"
+    if nul or text.count("\ufffd") > len(text) // 10:  # a NUL, or more than a tenth of it not UTF-8
+        return "binary data, not text"
+    lines = text.count("\n") + (not text.endswith("\n"))
+    return f"{lines:,} line{'s' if lines != 1 else ''} of text, none an engine's"
+
+
+def _precision(eng, facts, spec, precision: str | None) -> tuple[str | None, str | None, str | None]:
+    """The plan's precision, a note on how it was chosen, and what is missing instead of it: the precision asked,
+    else the log's kv_cache_dtype as the engine reads it (auto: what the engine stores for the model), else, where
+    the log does not state it, the engine's own default, auto, likewise, said in a note. Without the model
+    nothing is missing yet: either way its precision follows once it is known."""
+    reader = eng.logs
+    if precision is not None or spec is None:
+        return precision, None, None
+    dtype = reader.kv_dtype(facts)
+    logged = dtype is not None
+    dtype = dtype if logged else "auto"  # --kv-cache-dtype's default in both engines
+    auto = eng.default_precision(spec, eng.settings()) if dtype == "auto" else None  # auto, where not the dtype
+    prec = auto or reader.precision_for(spec, dtype)
+    if prec is None:
+        holds = f"{spec.name}'s precisions ({', '.join(spec.precisions)})"
+        if logged:
+            return None, None, (f"the precision: the log's kv_cache_dtype {quote(dtype)} maps to none of {holds} "
+                                "({{precision}} P)")
+        return None, None, (f"the precision: the log does not state the cache dtype, and {_title(eng)}'s default, "
+                            f"auto, stores none of {holds} ({{{{precision}}}} P)")
+    return prec, (None if logged else _default_dtype_note(eng, spec, prec, auto)), None
+
+
+def _default_dtype_note(eng, spec, prec: str, auto: str | None) -> str:
+    """Why an unstated cache dtype was planned at ``prec``, and on which GPUs auto would store another."""
+    from .hardware import catalogue
+
+    why = f"what {_title(eng)}'s default kv_cache_dtype, auto, stores for {spec.name}"
+    if auto:
+        why += f" ({_title(eng)}'s own layout for it, not the model's {spec.default_precision})"
+    elif prec == spec.default_precision:
+        why += " (the model's default precision)"
+    else:
+        why += f" (the model's 16-bit dtype; its default precision is {spec.default_precision})"
+    other: dict[str, list[str]] = {}  # auto's precision on the GPUs where it is not prec
+    for arch in sorted({g.arch for g in catalogue().values() if g.arch}):
+        there = eng.default_precision(spec, eng.settings({"arch": arch})) or eng.logs.precision_for(spec, "auto")
+        if there != prec:
+            other.setdefault(there, []).append(arch)
+    if other:
+        elsewhere = "; ".join(f"{p} on {', '.join(archs)}" for p, archs in other.items())
+        why += f" on Hopper, kvcalc's GPU where none is named ({elsewhere}: the log names no GPU)"
+    return f"the log does not state the cache dtype; planned at {prec}, {why}"
 
 
 def check_log(text: str, source: str = "log", *, engine: str | None = None, model=None,
@@ -79,19 +163,14 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
     spec = as_model(model) if model is not None else _model_for(reader.model_id(facts))
     missing = []  # everything the plan needs that the log does not give, asked for at once
     if spec is None:
-        missing.append(f"the model: the log's {quote(reader.model_id(facts) or '(not logged)')} matches no kvcalc config "
-                       "by its Hugging Face id ({{model_option}} NAME)")
+        missing.append(f"the model: the log's {quote(reader.model_id(facts) or '(not logged)')} matches no kvcalc "
+                       "config by its Hugging Face id ({{model_option}} NAME)")
     context = reader.context(facts) or (spec.max_context if reader.context_defaults_to_model and spec else None)
     if not context:
         missing.append(f"the context: {reader.no_context}")
-    dtype = reader.kv_dtype(facts)
-    prec = precision or (reader.precision_for(spec, dtype) if spec is not None else None)
-    if precision is None and spec is not None and dtype == "auto":  # the engine's auto, where it is not the dtype
-        prec = eng.default_precision(spec, eng.settings()) or prec
-    if prec is None and (spec is not None or reader.kv_dtype(facts) is None):
-        of = f" to no precision of {spec.name} ({', '.join(spec.precisions)})" if spec is not None else ""
-        missing.append(f"the precision: the log's kv_cache_dtype {quote(reader.kv_dtype(facts) or '(not logged)')} maps"
-                       f"{of or ' to no precision'} ({{{{precision}}}} P)")
+    prec, dtype_note, no_prec = _precision(eng, facts, spec, precision)
+    if no_prec:
+        missing.append(no_prec)
     if missing:
         first = {"model": "model", "context": "file", "precision": "precision"}[missing[0].split(":")[0][4:]]
         raise KvcalcError(f"{source}: the plan needs " + "; ".join(missing), param=first)
@@ -114,7 +193,7 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
         p = plan(spec, context, precision=prec, engine=eng.name, settings=eng_settings, tp=ranks)
     rows = reader.compare(facts, p)
     version = reader.version(facts)
-    notes = list(facts.notes) + reader.notes(facts, p)
+    notes = list(facts.notes) + ([dtype_note] if dtype_note else []) + reader.notes(facts, p)
     if version and version != eng.version:
         notes.append(f"the log is from {eng.title.split()[0]} {version}; kvcalc models {eng.version}: planner changes "
                      "between versions can move these figures")

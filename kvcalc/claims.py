@@ -31,11 +31,6 @@ def _finite(v) -> bool:
     return abs(v) < 10**300 if isinstance(v, int) else math.isfinite(v) and abs(v) < 1e300
 
 
-def _short(v) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else f"{text[:20]}...({len(text):,} characters)"
-
-
 @dataclass(frozen=True)
 class ClaimResult:
     id: str
@@ -217,7 +212,7 @@ def _check_one(raw: Any, index: int, path: str, sources: dict) -> ClaimResult:
         raise KvcalcError(f"{where}.unit: unknown unit {quote(unit)}; one of: {', '.join(sorted(UNITS))}")
     published = raw["published"]
     if not _finite(published):
-        raise KvcalcError(f"{where}.published: must be a finite number below 1e300, got {_short(published)}")
+        raise KvcalcError(f"{where}.published: must be a finite number below 1e300, got {quote(published)}")
     for key in ("claim", "quote", "basis"):
         if key in raw and not isinstance(raw[key], str):
             raise KvcalcError(f"{where}.{key}: must be text, got {quote(raw[key])}")
@@ -232,7 +227,7 @@ def _check_one(raw: Any, index: int, path: str, sources: dict) -> ClaimResult:
 
     comparable = raw.get("comparable", True)
     if not isinstance(comparable, bool):
-        raise KvcalcError(f"{where}.comparable: must be true or false, got {_short(comparable)}")
+        raise KvcalcError(f"{where}.comparable: must be true or false, got {quote(comparable)}")
     if not comparable and not str(raw.get("basis", "")).strip():
         raise KvcalcError(f"{where}.basis: a claim that is not comparable must say why in its basis")
     value = _Evaluator(where)(raw["compute"])

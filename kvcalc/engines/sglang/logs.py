@@ -23,16 +23,22 @@ from __future__ import annotations
 
 import re
 
-from ..logs import NOTHING, LogFacts, LogReader, Quantity, Row
+from ..logs import NOTHING, After, LogFacts, LogReader, Quantity, Row, word
 from . import sizing as S
 from .defaults import Settings
 from .dsv4 import V4Layout
 
-_ARG = r"""(?:server_args|ServerArgs\().*?\b['"]?{key}['"]?\s*[:=]\s*"""
+#: (?:server_args|ServerArgs\() written from their common "erver", so that a search of a whole log skips ahead to it;
+#: no pattern matches across a line break ([^\S\n] for \s, [^'\n] for [^']): a search of the whole log stays in a line
+_ARGS = r"erver(?:(?<=server)_args|(?<=Server)Args\()"
+_ARG = r"""\b['"]?{key}['"]?[^\S\n]*[:=][^\S\n]*"""
+#: "KV Cache is allocated." not preceded by "SWA " ((?<!SWA )KV ...), literal-first likewise
+_KV = r"KV Cache is allocated\.(?<!SWA KV Cache is allocated\.)"
 
 
-def _arg(key: str, value: str) -> re.Pattern:
-    return re.compile(_ARG.format(key=key) + value)
+def _arg(key: str, value: str) -> After:
+    """``<server_args or ServerArgs(>.*?<key>: <value>``, searched in two steps (logs.After)."""
+    return After(_ARGS, ".*?" + _ARG.format(key=key) + value)
 
 
 def _bool(text: str | None) -> bool | None:
@@ -42,7 +48,7 @@ def _bool(text: str | None) -> bool | None:
 class SglangLogReader(LogReader):
     engine = "sglang"
     patterns = {
-        "model_id": _arg("model_path", r"'([^']+)'"),
+        "model_id": _arg("model_path", r"'([^'\n]+)'"),
         "tp": _arg("tp_size", r"(\d+)"),
         "dp": _arg("dp_size", r"(\d+)"),
         # 0.5.23 moves dp_size into attn_dp_size under DP attention and resets dp_size to 1 (parallel_hook.py)
@@ -60,31 +66,32 @@ class SglangLogReader(LogReader):
         "disable_overlap_schedule": _arg("disable_overlap_schedule", r"(True|False)"),
         "disable_radix_cache": _arg("disable_radix_cache", r"(True|False)"),
         "max_mamba_cache_size": _arg("max_mamba_cache_size", r"(\d+)"),
-        "kv_dtype": re.compile(r"(?<!SWA )KV Cache is allocated\. dtype: torch\.(\w+)"),
-        "kv_tokens": re.compile(r"(?<!SWA )KV Cache is allocated\.(?: dtype: [\w.]+,)? #tokens: (\d+)"),
-        "k_gib": re.compile(r"(?<!SWA )KV Cache is allocated\..*K size: ([\d.]+) GB"),
-        "kv_gib": re.compile(r"(?<!SWA )KV Cache is allocated\..*\bKV size: ([\d.]+) GB"),
+        "kv_dtype": re.compile(_KV + r" dtype: torch\.(\w+)"),
+        "kv_tokens": re.compile(_KV + r"(?: dtype: [\w.]+,)? #tokens: (\d+)"),
+        "k_gib": After(_KV, r".*K size: ([\d.]+) GB"),  # the "<first>.*<rest>" patterns in two steps (logs.After)
+        "kv_gib": After(_KV, r".*\bKV size: ([\d.]+) GB"),
         "swa_tokens": re.compile(r"swa_layer_tokens=(\d+)"),
-        "swa_k_gib": re.compile(r"SWA KV Cache is allocated\..*\bK size: ([\d.]+) GB"),
+        "swa_k_gib": After(r"SWA KV Cache is allocated\.", r".*\bK size: ([\d.]+) GB"),
         # model_runner_components/load_model_utils.py resolve_sliding_window_size (Llama 4)
         "chunk_window": re.compile(r"Setting sliding_window_size to be attention_chunk_size: (\d+)"),
         "mamba_slots": re.compile(r"max_mamba_cache_size: (\d+)"),
         "max_total_num_tokens": re.compile(r"max_total_num_tokens=(\d+)"),
         "dsv4_full": re.compile(r"DSV4 pool sizes: full=(\d+)"),
-        "dsv4_swa": re.compile(r"DSV4 pool sizes: .*\bswa=(\d+)"),
-        "dsv4_c4": re.compile(r"DSV4 pool sizes: .*\bc4=(\d+)"),
-        "dsv4_c128": re.compile(r"DSV4 pool sizes: .*\bc128=(\d+)"),
-        "dsv4_c4_state": re.compile(r"DSV4 pool sizes: .*\bc4_state=(\d+)"),
-        "max_running_requests": re.compile(r"max_total_num_tokens=.*\bmax_running_requests=(\d+)"),
+        "dsv4_swa": After(r"DSV4 pool sizes: ", r".*\bswa=(\d+)"),
+        "dsv4_c4": After(r"DSV4 pool sizes: ", r".*\bc4=(\d+)"),
+        "dsv4_c128": After(r"DSV4 pool sizes: ", r".*\bc128=(\d+)"),
+        "dsv4_c4_state": After(r"DSV4 pool sizes: ", r".*\bc4_state=(\d+)"),
+        "max_running_requests": After(r"max_total_num_tokens=", r".*\bmax_running_requests=(\d+)"),
         # SGLANG_ENABLE_POST_CAPTURE_KV_SIZING (kv_pool_runtime.py): the pool is backed after CUDA-graph capture
         "post_tokens": re.compile(r"Post-capture KV sizing: KV cache allocated\. dtype: [\w.]+, #tokens: (\d+)"),
-        "post_kv_gib": re.compile(r"\bKV size: ([\d.]+) GB"),  # on the post-capture line (its hint)
-        "context_len": re.compile(r"\bcontext_len=(\d+)"),
+        "post_kv_gib": word("KV size: ", r"([\d.]+) GB"),  # on the post-capture line (its hint)
+        "context_len": word("context_len=", r"(\d+)"),
     }
-    hints = {**{k: "erver" for k in ("model_id", "tp", "dp", "attn_dp", "pp", "enable_dp_attention", "mem_fraction_static", "page_size",
-                                     "kv_cache_dtype", "swa_full_tokens_ratio", "server_mrr", "mamba_strategy",
-                                     "disable_overlap_schedule", "disable_radix_cache",
-                                     "max_mamba_cache_size")},  # server_args / ServerArgs(
+    hints = {**{k: ("server_args", "ServerArgs(") for k in ("model_id", "tp", "dp", "attn_dp", "pp",
+                                                          "enable_dp_attention", "mem_fraction_static", "page_size",
+                                                          "kv_cache_dtype", "swa_full_tokens_ratio", "server_mrr",
+                                                          "mamba_strategy", "disable_overlap_schedule",
+                                                          "disable_radix_cache", "max_mamba_cache_size")},
              **{k: "KV Cache is allocated." for k in ("kv_dtype", "kv_tokens", "k_gib", "kv_gib")},
              **{k: "DSV4 pool sizes: " for k in ("dsv4_full", "dsv4_swa", "dsv4_c4", "dsv4_c128", "dsv4_c4_state")},
              "swa_tokens": "swa_layer_tokens=", "swa_k_gib": "SWA KV Cache is allocated.",
@@ -105,9 +112,11 @@ class SglangLogReader(LogReader):
     run_start_twice = True  # entrypoints/engine.py: Engine.__init__ and _launch_subprocesses both log server_args=
     #: managers/scheduler.py: the logger prefix "[<time> DP{d} PP{p} ... TP{t}]" (utils/common.py configure_logger)
     #: (the bracket may follow a collector's prefix: "sglang-1  | [...]", a journald or kubectl timestamp)
-    rank_tags = {"dp": re.compile(r"(?:^|[\s|])\[[^\]\n]{0,80}? DP(\d+)(?=[ \]])", re.M),
-                 "pp": re.compile(r"(?:^|[\s|])\[[^\]\n]{0,80}? PP(\d+)(?=[ \]])", re.M)}
-    looked_for = ("no SGLang KV cache lines found (looked for 'KV Cache is allocated', 'max_total_num_tokens=')")
+    #: a "[" at a line's start or after a blank or "|", written literal-first ((?:^|[\s|])\[ would make the regex
+    #: engine try every position of a log): the same ranks found
+    rank_tags = {"dp": re.compile(r"\[(?<![^\s|]\[)[^\]\n]{0,80}? DP(\d+)(?=[ \]])"),
+                 "pp": re.compile(r"\[(?<![^\s|]\[)[^\]\n]{0,80}? PP(\d+)(?=[ \]])")}
+    looked_for = "'KV Cache is allocated', 'max_total_num_tokens='"
     nothing_note = ("the log has no figure kvcalc can check (it needs the 'KV Cache is allocated' line, or the "
                     "token count with the SWA or state lines)")
     context_defaults_to_model = True  # model_config.py: context_len defaults to max_position_embeddings

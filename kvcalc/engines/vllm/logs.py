@@ -30,7 +30,7 @@ import re
 
 from ...pool import GroupKind
 from ...units import GIB
-from ..logs import NOTHING, LogFacts, LogReader, Quantity, Row
+from ..logs import NOTHING, LogFacts, LogReader, Quantity, Row, word
 from .defaults import Settings
 
 #: max_num_batched_tokens when the log does not say (the H100 / H200 default)
@@ -40,12 +40,13 @@ DEFAULT_LOG_BATCHED_TOKENS = 8192
 class VllmLogReader(LogReader):
     engine = "vllm"
     patterns = {
-        "version": re.compile(r"Initializing a V1 LLM engine \(v([^)]+)\)"),
-        "model_id": re.compile(r"with config: model='([^']+)'"),
-        "max_model_len": re.compile(r"\bmax_seq_len=(\d+)"),
-        "tp": re.compile(r"\btensor_parallel_size=(\d+)"),
-        "pp": re.compile(r"\bpipeline_parallel_size=(\d+)"),
-        "kv_cache_dtype": re.compile(r"\bkv_cache_dtype=([\w.]+)"),
+        # no pattern matches across a line break ([^)\n], not [^)]): a search of the whole log stays in a line
+        "version": re.compile(r"Initializing a V1 LLM engine \(v([^)\n]+)\)"),
+        "model_id": re.compile(r"with config: model='([^'\n]+)'"),
+        "max_model_len": word("max_seq_len=", r"(\d+)"),
+        "tp": word("tensor_parallel_size=", r"(\d+)"),
+        "pp": word("pipeline_parallel_size=", r"(\d+)"),
+        "kv_cache_dtype": word("kv_cache_dtype=", r"([\w.]+)"),
         "max_num_batched_tokens": re.compile(r"max_num_batched_tokens=(\d+)"),
         "available_gib": re.compile(r"Available KV cache memory: ([\d.]+) GiB"),
         "cache_tokens": re.compile(r"KV cache size: ([\d,]+) tokens"),
@@ -53,14 +54,14 @@ class VllmLogReader(LogReader):
         "concurrency": re.compile(r"tokens per request: ([\d.]+)x"),
         "gpu_blocks": re.compile(r"# GPU blocks: (\d+)"),
         # the config line only: other lines print other block sizes (weight_utils.py's prefetch: 16,777,216 bytes)
-        "block_size": re.compile(r"\bblock_size=(\d+)\b(?! bytes)"),
-        "dcp": re.compile(r"\bdecode_context_parallel_size=(\d+)"),
+        "block_size": word("block_size=", r"(\d+)\b(?! bytes)"),
+        "dcp": word("decode_context_parallel_size=", r"(\d+)"),
         "autofit_context": re.compile(r"Auto-fit max_model_len: reduced from \d+ to (\d+)"),
         "blocks_override": re.compile(r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(\d+)"),
         "reserved_gib": re.compile(r"reserved ([\d.]+) GiB memory for KV Cache as specified by kv_cache_memory_bytes"),
         "group_block_sizes": re.compile(r"kv cache group sizes \(([\d, ]{1,400})\)"),
         "lcm_block_size": re.compile(r"kv lcm block sizes (\d+)"),
-        "prefix_caching": re.compile(r"\benable_prefix_caching=(True|False)"),
+        "prefix_caching": word("enable_prefix_caching=", r"(True|False)"),
         "gdn_backend": re.compile(r"Using (FlashInfer|Triton/FLA|CuteDSL|AITER FlyDSL|SYCL|CPU) GDN prefill kernel"),
         "attn_block_size": re.compile(r"Setting attention block size to (\d+) tokens"),
         "mamba_padding_pct": re.compile(r"Padding mamba page size by ([\d.]+)%"),
@@ -91,8 +92,7 @@ class VllmLogReader(LogReader):
                       "lcm_block_size"})
     floats = frozenset({"available_gib", "concurrency", "mamba_padding_pct", "reserved_gib"})
     figures = ("cache_tokens", "concurrency", "gpu_blocks", "available_gib", "reserved_gib")
-    looked_for = ("no vLLM KV cache lines found (looked for 'GPU KV cache size', 'Maximum concurrency', "
-                  "'Available KV cache memory', '# GPU blocks')")
+    looked_for = "'GPU KV cache size', 'Maximum concurrency', 'Available KV cache memory', '# GPU blocks'"
     no_context = "the log states no max_model_len (max_seq_len=... or 'Maximum concurrency for L tokens')"
 
     def context(self, facts: LogFacts) -> int | None:
@@ -102,14 +102,15 @@ class VllmLogReader(LogReader):
         return v.get("autofit_context") or v.get("concurrency_context") or v.get("max_model_len")
 
     def precision_for(self, spec, dtype: str | None) -> str | None:
-        """auto -> the model's bf16 (or fp16), bfloat16 / float16 as named, fp8* -> fp8 (config/cache.py
-        CacheDType)."""
+        """auto -> the model's own dtype: its default precision where that is bf16 or fp16 (a float16 checkpoint
+        such as Llama 2 is served in fp16, its KV cache likewise), else bf16 (or fp16); bfloat16 / float16 as
+        named, fp8* -> fp8 (config/cache.py CacheDType)."""
         if dtype is None:
             return None
         names = set(spec.precisions)
         if dtype == "auto":
-            for cand in ("bf16", "fp16"):
-                if cand in names:
+            for cand in (spec.default_precision, "bf16", "fp16"):
+                if cand in ("bf16", "fp16") and cand in names:
                     return cand
         dtype = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16"}.get(dtype, dtype)
         if dtype.startswith("fp8") and "fp8" in names:

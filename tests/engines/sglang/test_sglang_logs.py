@@ -56,7 +56,9 @@ def test_a_vllm_log_is_still_read_as_vllm(cli):
     r = cli("check-log", str(LOGS / "synthetic-0.33-llama-3.1-8b.log"), "--json")
     assert r.code == 0 and json.loads(r.out)["kvcalc_vllm_version"] == "0.33.0"
     r = cli("check-log", str(LOGS / "synthetic-0.33-llama-3.1-8b.log"), "--engine", "sglang")
-    assert r.code == 2 and "no SGLang KV cache lines found" in r.err
+    log = LOGS / "synthetic-0.33-llama-3.1-8b.log"
+    assert r.code == 2 and r.err == (f"kvcalc: error: FILE: '{log}' has no SGLang start-up lines (it holds vLLM's: "
+                                     "--engine vllm)\n")
 
 
 def test_deepseek_v4_pool_sizes_follow_from_the_full_count(cli):

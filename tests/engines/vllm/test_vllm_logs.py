@@ -53,8 +53,8 @@ def test_refusals(cli, tmp_path):
     empty = tmp_path / "empty.log"
     empty.write_text("INFO nothing about caches here\n")
     r = cli("check-log", str(empty), "-m", "llama-3.1-8b")
-    assert r.code == 2 and r.err.startswith(f"kvcalc: error: {empty}: no vLLM KV cache lines found")
-    assert r.err.count("\n") == 1
+    assert r.code == 2 and r.err == (f"kvcalc: error: FILE: '{empty}' has no vLLM or SGLang start-up lines (1 line of "
+                                     "text, none an engine's)\n")
     unknown = tmp_path / "u.log"
     unknown.write_text((LOGS / "synthetic-0.33-llama-3.1-8b.log").read_text().replace("meta-llama/Llama-3.1-8B",
                                                                                       "acme/Unknown-9B"))
@@ -62,22 +62,35 @@ def test_refusals(cli, tmp_path):
     assert r.code == 2 and "matches no kvcalc config" in r.err and "--model" in r.err
     r = cli("check-log", str(tmp_path / "missing.log"))
     assert r.code == 2 and r.err.startswith("kvcalc: error: FILE: cannot read")
-    r = cli("check-log", str(LOGS / "pr13596-llama-3.1-8b.log"), "-m", "llama-3.1-8b")
-    assert r.code == 2 and "the plan needs the precision: the log's kv_cache_dtype" in r.err
-    assert "--precision P" in r.err and r.err.count("\n") == 1
+    r = cli("check-log", str(LOGS / "synthetic-0.33-llama-3.1-8b.log").replace(".log", "-x.log"))
+    assert r.code == 2 and r.err.startswith("kvcalc: error: FILE: cannot read") and r.err.count("\n") == 1
+    # a kv_cache_dtype no precision of the model maps to (the log not stating one: tests/engines/test_checklog_dtype.py)
+    odd = tmp_path / "odd.log"
+    odd.write_text((LOGS / "synthetic-0.33-llama-3.1-8b.log").read_text().replace("kv_cache_dtype=auto",
+                                                                                  "kv_cache_dtype=int4"))
+    r = cli("check-log", str(odd))
+    assert r.code == 2 and r.err.count("\n") == 1
+    assert "the plan needs the precision: the log's kv_cache_dtype 'int4' maps to none of llama-3.1-8b's " in r.err
+    assert "--precision P" in r.err
 
 
 def test_everything_missing_is_asked_for_at_once(cli, tmp_path):
-    # an unknown model, no kv_cache_dtype and no max_model_len: one error names --model, the context and
-    # --precision, so a second run is not needed to learn of the second and third
+    # an unknown model, no max_model_len and a kv_cache_dtype no kvcalc precision maps to: one error names --model
+    # and the context, so a second run is not needed to learn of the second (the precision follows the model)
     log = tmp_path / "bare.log"
     log.write_text("INFO Initializing a V1 LLM engine (v0.33.0) with config: model='acme/Unknown-9B', x=1\n"
                    "INFO GPU KV cache size: 1,000 tokens\n")
     r = cli("check-log", str(log))
     assert r.code == 2 and r.err.count("\n") == 1
     for fragment in ("the model: the log's 'acme/Unknown-9B'", "--model NAME", "the context: the log states no "
-                     "max_model_len", "the precision: the log's kv_cache_dtype '(not logged)'", "--precision P"):
+                     "max_model_len"):
         assert fragment in r.err
+    assert "precision" not in r.err  # not stated: auto, whatever the model (tests/engines/test_checklog_dtype.py)
+    # a model id of 65,000 characters (a line is read up to 65,536) is quoted by its first 60 and its length
+    log.write_text(f"INFO with config: model='{'a' * 65_000}'\nINFO GPU KV cache size: 1,000 tokens\n")
+    r = cli("check-log", str(log))
+    assert r.code == 2 and r.err.count("\n") == 1 and len(r.err) < 400
+    assert f"the model: the log's '{'a' * 60}…' (65,000 characters) matches no kvcalc config" in r.err
 
 
 def test_hybrid_log_block_size_padding_and_pool(cli, tmp_path):
