@@ -142,10 +142,10 @@ def _workload(tokens: str | None, file: str | None, shared: str | None) -> dict:
     if tokens is not None:
         out["request_tokens"] = parse_tokens(tokens, "--request-tokens")
     if file is not None:
+        from ..inputs import read_text
         from ..workload import read_lengths
-        from .checklog import _read
 
-        out["request_tokens"] = read_lengths(_read(file), file)
+        out["request_tokens"] = read_lengths(read_text(file, "--request-tokens-file", 64 << 20, errors="replace"), file)
     if shared is not None:
         out["shared_prefix_tokens"] = 0 if shared.strip() == "0" else parse_tokens(shared, "--shared-prefix-tokens")
     return out

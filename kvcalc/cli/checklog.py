@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
 import typer
 
-from ..errors import KvcalcError, quote
 from .app import command, console, json_option, print_json, with_engine_options
 
 
+#: the start-up lines come first: a log's first 64 MiB are read, whatever follows (a file, a pipe, /dev/zero)
+LOG_LIMIT = 64 << 20
+
+
 def _read(file: str) -> str:
-    if file == "-":
-        return sys.stdin.read(64 << 20)  # the start-up lines come first: the first 64 MiB, as for a file
-    try:
-        with open(file, encoding="utf-8", errors="replace") as f:
-            return f.read(64 << 20)
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise KvcalcError(f"FILE: cannot read {quote(file)}: {getattr(exc, 'strerror', None) or exc}") from None
+    from ..inputs import read_text
+
+    return read_text(file, "FILE", LOG_LIMIT, first=True, errors="replace")
 
 
 @command("check-log")
