@@ -41,7 +41,8 @@ def read_bytes(path: str | os.PathLike, what: str | None, limit: int, *, first: 
     bytes of a longer input are the answer (a log's start-up lines come first); without it a longer input is
     refused. ``what`` leads every error (the flag or argument that named the path; None: the path itself)."""
     if str(path) == "-":
-        data = sys.stdin.buffer.read(limit + 1)
+        stream = getattr(sys.stdin, "buffer", None)  # a replaced sys.stdin (a test's StringIO) has none
+        data = stream.read(limit + 1) if stream is not None else sys.stdin.read(limit + 1).encode("utf-8")
         return _bounded(data, "standard input", what, limit, first)
     shown = quote(os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path))
     try:

@@ -50,7 +50,7 @@ def test_a_lengths_file_is_named_by_file_and_line(cli, tmp_path):
     r = cli("capacity", "llama-3.1-8b", "--kv-memory", "10GiB", "-c", "8k", "--request-tokens-file", str(f))
     _one_line(r, f"{f}:4: a request of 16,384 tokens is longer than the context, 8,192 (--context")
     r = cli("capacity", "llama-3.1-8b", "--kv-memory", "10GiB", "-c", "8k", "--request-tokens-file", "/dev/zero")
-    _one_line(r, "/dev/zero:1: ")
+    _one_line(r, "--request-tokens-file: '/dev/zero' (a character device) holds more than 64 MiB")
     r = cli("capacity", "llama-3.1-8b", "--kv-memory", "10GiB", "-c", "8k", "--shared-prefix-tokens", "200k")
     _one_line(r, "--shared-prefix-tokens: a prefix of 204,800 tokens is longer than the shortest request")
     _one_line(cli("capacity", "llama-3.1-8b", "-c", "8k"), "--gpu: name a GPU, or give the KV pool of each GPU "
