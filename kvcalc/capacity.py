@@ -146,8 +146,7 @@ def capacity(
                           f"(get_engine({quote(eng.name)}).settings(...)), got {type(settings).__name__}", param="settings")
     dev = resolve_gpu(gpu)
     # the engine's defaults for this GPU and model (vLLM's batch limits, SGLang's chunk), as the CLI builds them
-    settings = eng.with_parallel(settings if settings is not None else eng.settings(gpu=dev, model=spec), parallel)
-    settings = eng.at_context(eng.with_gpu(settings, dev), context)
+    settings = eng.resolve(settings, gpu=dev, model=spec, parallel=parallel, context=context)
     notes: list[str] = []
     if dev is None and kv_memory is None:
         raise KvcalcError("gpu: name a GPU, or give the KV pool of each GPU directly ({{kv_memory}})", param="gpu")
@@ -240,8 +239,7 @@ def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capa
     # the settings as capacity() builds them, at the search's limit (the probe's are shaped by its 1-token context:
     # vLLM caps a defaulted batch budget at max_num_seqs x max_model_len)
     given = cap_args.get("settings")
-    settings = eng.with_parallel(given if given is not None else eng.settings(gpu=probe.gpu, model=spec), par)
-    settings = eng.at_context(eng.with_gpu(settings, probe.gpu), limit)
+    settings = eng.resolve(given, gpu=probe.gpu, model=spec, parallel=par, context=limit)
     plans = _stage_plans(spec, limit, cap_args.get("precision"), eng, settings, cap_args.get("mtp", False), par)
     best = eng.max_context(plans, pool, concurrency, limit, settings, par)
     if best < 1:

@@ -179,7 +179,7 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
     limit = eng.context_limit(spec)
     long_note = None
     if limit is not None and context > limit:  # the engine started, so its override was set
-        eng_settings = eng.accepting_context(eng_settings)
+        eng_settings = eng.resolve(eng_settings, accept_long=True)
         long_note = (f"the log's context {context:,} is past the {limit:,} {eng.name} derives for {spec.name}: the "
                      f"engine ran with its override ({eng.long_context.split(' with ')[-1]})")
     ranks = tp if tp is not None else reader.tp(facts)

@@ -207,7 +207,7 @@ def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str 
     chosen = get_link(link) if link is not None else (bandwidth_link(bandwidth) if bandwidth is not None else None)
     eng = get_engine(engine)
     dev = resolve_gpu(gpu)
-    settings = eng.settings(gpu=dev, model=spec) if settings is None else eng.with_gpu(settings, dev)
+    settings = eng.resolve(settings, gpu=dev, model=spec)
     # the plan's max_model_len is the prompt; an engine that needs room past the prompt (vLLM: one output token)
     # refuses a prompt its context check would let through
     eng.check_prompt(spec, prompt_tokens, settings)

@@ -116,7 +116,9 @@ def _memory_and_figures(step: Step) -> tuple[int | None, str]:
     if engine == "exact":
         settings = replace(settings, basis=basis)
     p = plan(model, parse_tokens(ctx), precision=prec, engine=engine, settings=settings)
-    if eng.paged:
+    from kvcalc.engines.base import Capability
+
+    if Capability.BLOCK_POOL in eng.capabilities:
         planned = (p.blocks_per_request + p.null_blocks) * p.bytes_per_block
         return planned, (f"planned {planned:,} B = {p.blocks_per_request + p.null_blocks:,} blocks x "
                          f"{p.bytes_per_block:,} B; predicted {p.analytic_bytes:,} B")

@@ -176,7 +176,7 @@ def _parallel_for(engs, engine_values: dict, tp: int, pp: int, dp: int, ep: bool
     if gpus is not None:
         for eng in engs:
             mine = {o.name for o in eng.options}
-            settings = eng.with_parallel(eng.settings({k: v for k, v in engine_values.items() if k in mine}), par)
+            settings = eng.resolve({k: v for k, v in engine_values.items() if k in mine}, parallel=par)
             n = eng.gpus(par, settings)
             if gpus != n and n == par.gpus:
                 raise KvcalcError(f"--gpus: {gpus} GPUs, but tp {tp} x pp {pp} x dp {dp} = {par.gpus}")

@@ -12,6 +12,7 @@ maps a library parameter back to the engine's own flag in messages.
 
 from __future__ import annotations
 
+import enum
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields, replace
@@ -95,8 +96,18 @@ class Fit:
         return out
 
 
+class Capability(str, enum.Enum):
+    """What an engine offers besides planning and counting (``Engine.capabilities``)."""
+
+    BLOCK_POOL = "block_pool"  # one shared block pool, laid out as tensors: verify allocates and fills it
+    BUFFERS = "buffers"  # its own buffers for a batch (Engine.batch_pools): verify allocates and fills those
+    TRANSFER = "transfer"  # what its prefill/decode connector moves (Engine.transfer_groups)
+
+
 class Engine(ABC):
-    """One serving engine at one pinned version."""
+    """One serving engine at one pinned version: its identity and declarations, its settings (:meth:`resolve`), its
+    plan of one rank, its budget, and how it counts requests in a pool (:meth:`fit`, :meth:`max_context`, the
+    workload's cost). An engine of one shared block pool takes that counting from :class:`BlockPoolMixin`."""
 
     name: ClassVar[str]
     version: ClassVar[str]
@@ -104,8 +115,7 @@ class Engine(ABC):
     title: ClassVar[str]  # 'vLLM 0.33.0': how the output names it
     Settings: ClassVar[type]  # a frozen dataclass; every field has a default
     options: ClassVar[tuple[Option, ...]] = ()
-    paged: ClassVar[bool] = True  # the engine has a block pool that verify can allocate
-    pools: ClassVar[str] = "blocks"  # what verify allocates: "blocks" (one shared block pool) or "tokens"
+    capabilities: ClassVar[frozenset] = frozenset()  # its Capability members
     logs: ClassVar[Any] = None  # a LogReader (kvcalc.engines.logs) when the engine's start-up log can be read
     budget_keys: ClassVar[tuple[str, ...]] = ()  # the names in Budget.json (null in JSON when the pool is given)
     Figures: ClassVar[type | None] = None  # its fit's EngineFigures class (None: the engine adds no figures)
@@ -132,32 +142,45 @@ class Engine(ABC):
         """Defaults that depend on the device or the model, for settings the user did not give."""
         return {}
 
-    def with_pp(self, settings, pp: int):
+    def resolve(self, given=None, *, gpu: "GPU | None" = None, model: "ModelSpec | None" = None, parallel=None,
+                context: int | None = None, arch: str | None = None, accept_long: bool = False):
+        """The engine's settings for one deployment, in one call: ``given`` (the user's values by name, or settings
+        already built), then the engine's defaults for ``gpu`` and ``model``, the ``parallel`` layout's stages,
+        the device's architecture (``arch``, else the GPU's, where unset), the max_model_len ``context`` where the
+        engine's settings depend on it, and with ``accept_long`` the override that lets a context past the derived
+        maximum through (a log written with such a context was). Every command resolves settings here."""
+        s = given if isinstance(given, self.Settings) else self.settings(given, gpu=gpu, model=model)
+        if parallel is not None:
+            s = self._with_parallel(s, parallel)
+        s = self._with_arch(s, arch if arch is not None else (getattr(gpu, "arch", "") or None if gpu is not None
+                                                              else None))
+        if context is not None:
+            s = self._at_context(s, context)
+        if accept_long and self.context_override:
+            s = replace(s, **{self.context_override: True})
+        return s
+
+    def _with_pp(self, settings, pp: int):
         """The settings with ``pp`` pipeline stages, where the engine's settings carry the stage count."""
         if "pp" in {f.name for f in fields(settings)} and settings.pp != pp:
             return replace(settings, pp=pp)
         return settings
 
-    def with_gpu(self, settings, gpu):
-        """The settings on ``gpu``: an architecture left unset (None) takes the GPU's, as settings built for it
-        would."""
-        return self.with_arch(settings, getattr(gpu, "arch", "") if gpu is not None else None)
-
-    def with_arch(self, settings, arch: str | None):
+    def _with_arch(self, settings, arch: str | None):
         """The settings on a device of architecture ``arch`` (a gpus.yaml arch), where the engine's settings carry
         one and it was left unset (None)."""
         if arch and "arch" in {f.name for f in fields(settings)} and settings.arch is None:
             return replace(settings, arch=arch)
         return settings
 
-    def at_context(self, settings, context: int):
+    def _at_context(self, settings, context: int):
         """The settings for max_model_len ``context``, where the engine's own depend on it (by default: as they
         are)."""
         return settings
 
-    def with_parallel(self, settings, parallel):
+    def _with_parallel(self, settings, parallel):
         """The settings for a parallel layout (by default: its pipeline stages)."""
-        return self.with_pp(settings, parallel.pp)
+        return self._with_pp(settings, parallel.pp)
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -181,7 +204,7 @@ class Engine(ABC):
 
     def refusal(self, plan: "PoolPlan", pool: int) -> str:
         """The engine's message when one request does not fit in ``pool`` bytes."""
-        best = plan.max_context(pool)
+        best = self.max_context([plan], pool, 1, plan.context, plan.settings, None)
         est = f" Based on the available memory, the estimated maximum model length is {best}." if best > 0 else ""
         return (f"{plan.model}: one request at {plan.context:,} tokens needs {plan.per_request_bytes:,} B of KV "
                 f"cache, more than the {pool:,} B pool.{est}")
@@ -199,38 +222,20 @@ class Engine(ABC):
         engine keeps such a cap outside its fit (None: none, or the fit counts it)."""
         return None
 
+    @abstractmethod
     def fit(self, plans: list, pool: int, settings, parallel) -> Fit:
-        """Requests that fit in ``pool`` bytes per GPU: every pipeline stage's plan takes the smallest block
-        count, and each must hold one request (else the engine's refusal)."""
-        num_blocks = min(p.num_blocks(pool) for p in plans)
-        fullest = max(plans, key=lambda p: p.bytes_per_block)
-        for p in plans:
-            if not p.fits_one(pool) or p.requests_that_fit(num_blocks) < 1:
-                raise KvcalcError(self.refusal(p, pool))
-        return Fit(num_blocks, fullest.requests_that_fit(num_blocks), fullest.max_concurrency(num_blocks),
-                   fullest.cache_tokens(num_blocks), tuple(self.explain(fullest, num_blocks)),
-                   log_line=self.log_line(fullest, num_blocks))
+        """Requests that fit in ``pool`` bytes per GPU on every pipeline stage's plan, as the engine counts them
+        (refused in the engine's words where not one does)."""
 
     # ---- a workload: requests of T tokens, a shared prefix (kvcalc.workload) ----------------------------------
+    @abstractmethod
     def workload_room(self, p, pool: int, fit) -> int:
-        """The pool in the unit the cost is counted in: blocks (a paged engine), the null block(s) kept back."""
-        return max(0, fit.num_blocks - p.null_blocks)
+        """The pool in the unit a request's cost is counted in (:meth:`workload_cost`)."""
 
-    def request_blocks(self, p, tokens: int) -> tuple[int, ...]:
-        """The blocks of each group a request of ``tokens`` takes: as the planner counts its reservation at that
-        length (full groups cdiv(T, block), window and state groups their fixed share)."""
-        return p._blocks_at(tokens)
-
+    @abstractmethod
     def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
-        """A request of ``tokens`` in blocks (:meth:`request_blocks`); with prefix caching the whole blocks of a
-        ``shared`` prefix in the full-attention groups are held once."""
-        from ..pool import GroupKind
-        from ..workload import Cost
-
-        on = getattr(settings, "prefix_caching", True)
-        share = [shared // g.block_size if (on and g.kind is GroupKind.FULL) else 0 for g in p.groups]
-        own = sum(max(b - s, 0) for b, s in zip(self.request_blocks(p, tokens), share))
-        return Cost("blocks", max(own, 1), sum(share), {})
+        """A request of ``tokens`` (a :class:`kvcalc.workload.Cost`) in the engine's unit; ``shared`` prefix
+        tokens are held once where the engine's prefix caching shares them."""
 
     # ---- storage ------------------------------------------------------------------------------------------
     def stored_formats(self, spec, precision, settings) -> dict[str, str]:
@@ -251,12 +256,12 @@ class Engine(ABC):
         raise KvcalcError(f"engine: kvcalc models no prefill/decode transfer for the {self.name} engine",
                           param="engine")
 
+    @abstractmethod
     def max_context(self, plans: list, pool: int, concurrency: int, limit: int, settings, parallel) -> int:
         """The longest context (<= limit) at which ``concurrency`` requests fit in ``pool`` on every stage."""
-        return min(p.max_context(pool, concurrency, limit) for p in plans)
 
     def batch_pools(self, plan, batch: int, model):
-        """For an engine of token pools (``pools == "tokens"``): the buffers it allocates for ``batch`` requests
+        """For an engine with :attr:`Capability.BUFFERS`: the buffers it allocates for ``batch`` requests
         at the plan's context, which verify allocates and fills (torch-free; see kvcalc/verify/tokenpools.py)."""
         raise KvcalcError(f"engine: the {self.name} engine declares no token pools for verify", param="engine")
 
@@ -314,11 +319,6 @@ class Engine(ABC):
             f"so with the {derived:,} it derives the longest prompt it takes is {derived - self.prompt_room:,} "
             f"({{{{{self.context_override}}}}} lets the context past {derived:,})", param="context")
 
-    def accepting_context(self, settings):
-        """The settings with the engine's override for a context past its derived maximum (a log that shows
-        such a context was written with it)."""
-        return replace(settings, **{self.context_override: True}) if self.context_override else settings
-
     def summary_line(self, cap) -> str:
         """One line on how this engine counted (the engines side-by-side table's reason)."""
         return ""
@@ -331,6 +331,58 @@ class Engine(ABC):
         """How one GPU's memory becomes what the engine may use (weights and reserve come off it)."""
         raise KvcalcError(f"engine: the {self.name} engine has no memory budget rule; give the KV pool directly "
                           "(kv_memory)", param="engine")
+
+
+class BlockPoolMixin:
+    """How an engine of one shared block pool counts (vLLM; TensorRT-LLM's pool alike): its plans are
+    :class:`kvcalc.pool.BlockPoolPlan`; every stage takes the pool's block count, each must hold one request's
+    blocks, a request's cost is its blocks, and a shared prefix's whole blocks in the full-attention groups are held
+    once where prefix caching is on. Put before :class:`Engine` in the bases (``class E(BlockPoolMixin, Engine)``)."""
+
+    capabilities = frozenset({Capability.BLOCK_POOL, Capability.TRANSFER})
+
+    def refusal(self, plan: "PoolPlan", pool: int) -> str:
+        """The engine's message when one request does not fit in ``pool`` bytes."""
+        best = plan.max_context(pool)
+        est = f" Based on the available memory, the estimated maximum model length is {best}." if best > 0 else ""
+        return (f"{plan.model}: one request at {plan.context:,} tokens needs {plan.per_request_bytes:,} B of KV "
+                f"cache, more than the {pool:,} B pool.{est}")
+
+    def fit(self, plans: list, pool: int, settings, parallel) -> Fit:
+        """Requests that fit in ``pool`` bytes per GPU: every pipeline stage's plan takes the smallest block
+        count, and each must hold one request (else the engine's refusal)."""
+        num_blocks = min(p.num_blocks(pool) for p in plans)
+        fullest = max(plans, key=lambda p: p.bytes_per_block)
+        for p in plans:
+            if not p.fits_one(pool) or p.requests_that_fit(num_blocks) < 1:
+                raise KvcalcError(self.refusal(p, pool))
+        return Fit(num_blocks, fullest.requests_that_fit(num_blocks), fullest.max_concurrency(num_blocks),
+                   fullest.cache_tokens(num_blocks), tuple(self.explain(fullest, num_blocks)),
+                   log_line=self.log_line(fullest, num_blocks))
+
+    def workload_room(self, p, pool: int, fit) -> int:
+        """The pool in the unit the cost is counted in: blocks (a paged engine), the null block(s) kept back."""
+        return max(0, fit.num_blocks - p.null_blocks)
+
+    def request_blocks(self, p, tokens: int) -> tuple[int, ...]:
+        """The blocks of each group a request of ``tokens`` takes: as the planner counts its reservation at that
+        length (full groups cdiv(T, block), window and state groups their fixed share)."""
+        return p.blocks_at_context(tokens)
+
+    def workload_cost(self, p, pool: int, settings, fit, tokens: int, shared: int):
+        """A request of ``tokens`` in blocks (:meth:`request_blocks`); with prefix caching the whole blocks of a
+        ``shared`` prefix in the full-attention groups are held once."""
+        from ..pool import GroupKind
+        from ..workload import Cost
+
+        on = getattr(settings, "prefix_caching", True)
+        share = [shared // g.block_size if (on and g.kind is GroupKind.FULL) else 0 for g in p.groups]
+        own = sum(max(b - s, 0) for b, s in zip(self.request_blocks(p, tokens), share))
+        return Cost("blocks", max(own, 1), sum(share), {})
+
+    def max_context(self, plans: list, pool: int, concurrency: int, limit: int, settings, parallel) -> int:
+        """The longest context (<= limit) at which ``concurrency`` requests fit in ``pool`` on every stage."""
+        return min(p.max_context(pool, concurrency, limit) for p in plans)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ checking the inputs (and the device's free memory), allocating and measuring the
 their counts, the groups and checks, and the result: a :class:`~kvcalc.verify.result.VerifyResult`, whose
 ``to_json()`` is the report. :func:`run` plans and verifies one rank, or ``tp`` ranks in their own processes
 (:mod:`kvcalc.verify.parallel`) combined into one result. An engine that sizes token pools instead of one
-block pool (``Engine.pools == "tokens"``: SGLang) is verified by :mod:`kvcalc.verify.tokenpools`; the helpers
+block pool (``Capability.BUFFERS``: SGLang, the exact engine) is verified by :mod:`kvcalc.verify.tokenpools`; the helpers
 both paths share are in :mod:`kvcalc.verify.measure`. This is the only part of kvcalc that imports torch,
 lazily.
 """
@@ -120,7 +120,9 @@ def _token_pools(engine) -> bool:
     """Whether ``engine`` sizes token pools (verify's :mod:`.tokenpools` path) rather than one block pool."""
     from ..engines import get_engine
 
-    return getattr(get_engine(engine), "pools", "blocks") == "tokens"
+    from ..engines.base import Capability
+
+    return Capability.BUFFERS in get_engine(engine).capabilities
 
 
 def _check_inputs(p, batch, device: str, fill: str) -> None:
@@ -131,8 +133,10 @@ def _check_inputs(p, batch, device: str, fill: str) -> None:
         raise KvcalcError(f"fill: choose one of {', '.join(FILLS)}, got {quote(fill)}", param="fill")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise KvcalcError(f"batch: must be a positive integer, got {quote(batch)}", param="batch")
-    if not get_engine(p.engine).paged:
-        raise KvcalcError("engine: verify allocates an engine's block pool; use the vllm engine", param="engine")
+    from ..engines.base import Capability
+
+    if Capability.BLOCK_POOL not in get_engine(p.engine).capabilities:
+        raise KvcalcError(f"engine: the {p.engine} engine has no block pool for verify to allocate", param="engine")
     if device not in ("cpu", "cuda"):
         raise KvcalcError(f"device: choose cuda or cpu, got {quote(device)}", param="device")
 
@@ -342,7 +346,7 @@ def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", w
     full) through ``writer`` (triton or torch; default triton on CUDA, torch on CPU) and compare the
     measurements with the plan.
 
-    An engine with token pools (``Engine.pools == "tokens"``: SGLang) goes to :mod:`kvcalc.verify.tokenpools`,
+    An engine with its own buffers (``Capability.BUFFERS``: SGLang, the exact engine) goes to :mod:`kvcalc.verify.tokenpools`,
     which allocates its pools for exactly ``batch`` requests.
 
     Planted faults the check must catch (used by the tests): ``plant_extra_pages`` allocates that many
@@ -382,7 +386,7 @@ def on_arch(engine: str, settings, arch: str | None):
     from ..engines import get_engine
 
     eng = get_engine(engine)
-    return eng.with_arch(eng.settings() if settings is None else settings, arch)
+    return eng.resolve(settings, arch=arch)
 
 
 def run(model, context: int, *, tp: int = 1, **kw) -> VerifyResult:

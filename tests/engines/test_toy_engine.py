@@ -11,7 +11,7 @@ import pytest
 
 from kvcalc import engines
 from kvcalc.config import parse_model
-from kvcalc.engines.base import Engine, fraction_budget
+from kvcalc.engines.base import BlockPoolMixin, Engine, fraction_budget
 from kvcalc.errors import KvcalcError
 from kvcalc.pool import BlockPoolPlan, GroupKind, Layout, PlanGroup, PlanPage
 from kvcalc.specs import CACHE_KINDS, CacheSpec
@@ -42,7 +42,7 @@ class ToySettings:
     gpu_memory_utilization: float = 0.5
 
 
-class ToyEngine(Engine):
+class ToyEngine(BlockPoolMixin, Engine):
     """Pages every cache in blocks of ``block_tokens`` tokens, one group per component, no null block."""
 
     name = "toy"

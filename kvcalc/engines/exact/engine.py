@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ...errors import KvcalcError, quote
 from ...pool import PlanPage
-from ..base import Engine, Fit, fraction_budget
+from ..base import Capability, Engine, Fit, fraction_budget
 from .plan import ExactGroup, ExactPlan, _kind
 from .options import OPTIONS, SUMMARY
 
@@ -34,7 +34,8 @@ class ExactEngine(Engine):
     summary = SUMMARY
     Settings = Settings
     budget_keys = ("gpu_memory_utilization",)
-    paged, pools = False, "tokens"  # verify allocates the analytic layout (buffers.py), one tensor per component
+    # verify allocates the analytic layout (buffers.py), one tensor per component
+    capabilities = frozenset({Capability.BUFFERS, Capability.TRANSFER})
     options = OPTIONS
     plan_names = {"layouts": ("exact",), "kinds": ("exact",)}  # plan.py: ExactPlan, ExactGroup
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from ...errors import KvcalcError
 from ...specs import CompressedMLA, IndexerCache, KDAState, MLALatent
 from ...units import GIB
-from ..base import Budget, BudgetStep, Engine, Fit, even_stages
+from ..base import Budget, BudgetStep, Capability, Engine, Fit, even_stages
 from . import logs as _logs
 from .figures import SglangFigures
 from . import sizing as S
@@ -62,7 +62,8 @@ class SglangEngine(Engine):
     Settings = Settings
     options = OPTIONS
     logs = _logs.READER
-    paged, pools = False, "tokens"  # no shared block pool: verify allocates its token pools (verify/tokenpools.py)
+    # no shared block pool: verify allocates its token pools (verify/tokenpools.py)
+    capabilities = frozenset({Capability.BUFFERS, Capability.TRANSFER})
     budget_keys = ("mem_fraction_static",)
     Figures = SglangFigures
     default_reserve_bytes = 0
@@ -96,13 +97,13 @@ class SglangEngine(Engine):
         return (f"token pools: {cell_text} B per token ({f.kv_cache_dtype}, page {f.page_size}){state}; "
                 f"max_running_requests {f.max_running_requests:,}; limited by the {f.requests_limited_by}")
 
-    def with_pp(self, settings, pp: int):
+    def _with_pp(self, settings, pp: int):
         return replace(settings, pp=pp) if settings.pp != pp else settings
 
-    def with_parallel(self, settings, parallel):
+    def _with_parallel(self, settings, parallel):
         return replace(settings, pp=parallel.pp, dp=parallel.dp)
 
-    def at_context(self, settings, context: int):
+    def _at_context(self, settings, context: int):
         """context_len is the context asked (--context-length): ROCm's aiter fraction reads it."""
         return replace(settings, context_length=context) if settings.context_length != context else settings
 

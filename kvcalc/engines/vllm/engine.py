@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ...pool import GroupKind
-from ..base import Engine, EngineFigures, even_stages, fraction_budget
+from ..base import BlockPoolMixin, Engine, EngineFigures, even_stages, fraction_budget
 from .defaults import (NAME, VERSION, Settings, default_gdn_prefill_backend,
                        default_max_num_batched_tokens, default_max_num_seqs, format_gib)
 from .options import OPTIONS, SUMMARY, flag
@@ -45,7 +45,7 @@ class VllmFigures(EngineFigures):
         return {"properties": props, "required": list(props)}
 
 
-class VllmEngine(Engine):
+class VllmEngine(BlockPoolMixin, Engine):
     name = NAME
     version = VERSION
     title = f"vLLM {VERSION}"

@@ -141,7 +141,7 @@ def test_dp_attention_divides_a_given_request_cap_and_shares_the_tp_gpus():
     # attention tp = 2 // 2 = 1: all 8 KV heads on each rank; a given cap is divided over the DP workers
     assert j.cell_size_bytes == 131072 and j.max_running_requests == 100 // 2
     assert c.total_requests == 2 * c.requests_per_replica
-    assert SG.gpus(Parallel(tp=2, dp=2), SG.with_parallel(SG.settings({"enable_dp_attention": True}),
+    assert SG.gpus(Parallel(tp=2, dp=2), SG.resolve({"enable_dp_attention": True}, parallel=
                                                            Parallel(tp=2, dp=2))) == 2
     # what capacity reports: 2 GPUs, in its JSON and its header, not tp x dp = 4
     from kvcalc.present.capacity import capacity_json
