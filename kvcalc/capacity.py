@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 from .config import ModelSpec, as_model
-from .engines import get_engine
+from .engines import DEFAULT_ENGINE, get_engine
 from .engines.base import Budget, Engine, Fit
 from .errors import KvcalcError, quote
 from .hardware import GPU, resolve_gpu
@@ -118,7 +118,7 @@ def capacity(
     context: int,
     *,
     precision: str | None = None,
-    engine: str = "vllm",
+    engine: str = DEFAULT_ENGINE,
     settings=None,
     parallel: Parallel = Parallel(),
     gpu: str | GPU | None = None,
@@ -235,7 +235,7 @@ def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capa
     pool = probe.kv_pool_bytes_per_gpu
     spec = probe.model
     par = probe.parallel
-    eng = get_engine(cap_args.get("engine", "vllm"))
+    eng = get_engine(cap_args.get("engine", DEFAULT_ENGINE))
     # the settings as capacity() builds them, at the search's limit (the probe's are shaped by its 1-token context:
     # vLLM caps a defaulted batch budget at max_num_seqs x max_model_len)
     given = cap_args.get("settings")

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from .config import ModelSpec, as_model
-from .engines import get_engine
+from .engines import DEFAULT_ENGINE, get_engine
 from .engines.base import PlanJob, format_differences, format_notes
 from .errors import KvcalcError, quote
 from .estimate import estimate, stored_component
@@ -52,7 +52,7 @@ def bytes_on_rank(model: ModelSpec, context: int, precision: str, tp: int, mtp: 
     return sum(_analytic_by_member(model, context, precision, mtp, tp, formats).values())
 
 
-def check_tp(model: ModelSpec, tp: int, engine: str = "vllm") -> None:
+def check_tp(model: ModelSpec, tp: int, engine: str = DEFAULT_ENGINE) -> None:
     """Refuse a tensor-parallel size the engine cannot shard ``model`` over."""
     get_engine(engine).check_tp(as_model(model), tp)
 
@@ -62,7 +62,7 @@ def plan(
     context: int,
     *,
     precision: str | None = None,
-    engine: str = "vllm",
+    engine: str = DEFAULT_ENGINE,
     settings: Any = None,
     mtp: bool = False,
     tp: int = 1,

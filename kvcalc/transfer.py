@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, replace
 
+from .engines import DEFAULT_ENGINE
 from .errors import KvcalcError, quote, with_names
 from .paths import DATA
 from .yamlio import load_yaml
@@ -185,7 +186,7 @@ def bandwidth_link(gbps) -> Link:
     return Link("given", f"{gbps:g} GB/s", round(gbps * 1e9), f"{gbps:g} GB/s", "given by the caller")
 
 
-def transfer(model, prompt_tokens: int, *, engine: str = "vllm", precision: str | None = None, tp: int = 1,
+def transfer(model, prompt_tokens: int, *, engine: str = DEFAULT_ENGINE, precision: str | None = None, tp: int = 1,
              link: str | None = None, bandwidth: float | None = None, settings=None, gpu=None) -> Transfer:
     """The bytes one request of ``prompt_tokens`` moves from prefill to decode on ``engine``, and the time over
     ``link`` (a catalogue name) or ``bandwidth`` (GB/s per direction). ``gpu`` (a catalogue name or GPU, both

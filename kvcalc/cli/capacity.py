@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from ..engines import DEFAULT_ENGINE
 from ..errors import KvcalcError, quote
 from .app import (command, console, engine_option, engine_settings, hf_option, json_option, model_arg, print_json,
                   warn, with_engine_options)
@@ -40,7 +41,7 @@ def capacity_cmd(
                                   "where the model states none; with several engines the shortest; with --concurrency "
                                   "the upper limit of the search, by default the longest the engine takes)."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", rich_help_panel="Model and context", help="Precision as the model config names it."),
-    engine: str = engine_option("vllm", "vllm (paged, as vLLM plans it), sglang (token pools, as SGLang sizes "
+    engine: str = engine_option(DEFAULT_ENGINE, "vllm (paged, as vLLM plans it), sglang (token pools, as SGLang sizes "
                                 "them) or exact (no paging); several, comma-separated (vllm,sglang), side by side.",
                                 panel="Model and context"),
     gpu: Optional[str] = typer.Option(None, "--gpu", rich_help_panel="GPUs and parallelism", help="Accelerator from `kvcalc gpus` (e.g. h200, h100, b200)."),

@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from ..engines import DEFAULT_ENGINE
 from .app import (command, console, engine_option, engine_settings, hf_option, json_option, model_arg, print_json,
                   with_engine_options)
 from .files import one_model
@@ -25,7 +26,7 @@ def transfer_cmd(
     context: str = typer.Option("8k", "--context", "-c", help="Prompt tokens the prefill computed (the request's "
                                 "cache at hand-off)."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
-    engine: str = engine_option("vllm", "vllm (NixlConnector's blocks), sglang (disaggregation's pages) or exact "
+    engine: str = engine_option(DEFAULT_ENGINE, "vllm (NixlConnector's blocks), sglang (disaggregation's pages) or exact "
                                 "(the bytes held, no paging)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks on each side (the same on both)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help=GPU_HELP),

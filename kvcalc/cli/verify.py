@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from ..engines import DEFAULT_ENGINE
 from ..errors import KvcalcError, quote
 
 from .app import (command, console, engine_option, engine_settings, hf_option, json_option, model_arg, print_json,
@@ -27,7 +28,7 @@ def verify_cmd(
                                   "bf16, V4-Pro bf16 and fp8 in the exact layout on the article basis, one after the "
                                   "other, measured next to the write-up's 83.9 GiB, 9.62 GiB, 8.7x, 320 and 8 MiB."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
-    engine: str = engine_option("vllm", "The engine whose pools are allocated: vllm (its block pool), sglang "
+    engine: str = engine_option(DEFAULT_ENGINE, "The engine whose pools are allocated: vllm (its block pool), sglang "
                                   "(its token pools, sized for exactly --batch requests) or exact (the analytic "
                                   "layout: one tensor per component and layer, no pages)."),
     basis: str = typer.Option("complete", "--basis", help="With --engine exact: the estimate basis allocated "

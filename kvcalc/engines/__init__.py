@@ -21,6 +21,9 @@ _REGISTRY: dict[str, str] = {
 }
 _LOADED: dict = {}
 
+#: the engine a command plans on when none is named (``--engine``'s default; ``engine=`` in the API)
+DEFAULT_ENGINE = "vllm"
+
 
 def register(engine) -> None:
     """Add (or replace) an engine profile at run time."""

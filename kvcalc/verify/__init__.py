@@ -33,6 +33,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
+from ..engines import DEFAULT_ENGINE
 from ..errors import KvcalcError, quote
 from .fill import SENTINEL, SENTINEL2, TOLERANCES
 from .measure import FILLS, _check_room, _copy_bandwidth, _counter, _memory, _Progress, _torch
@@ -370,7 +371,7 @@ def verify(pool_plan, batch: int = 1, device: str = "cpu", fill: str = "none", w
     return _result(run, planned, writer, copy_bw)
 
 
-def run_one(model, context: int, *, precision=None, engine="vllm", settings=None, batch=1, device="cpu",
+def run_one(model, context: int, *, precision=None, engine=DEFAULT_ENGINE, settings=None, batch=1, device="cpu",
             fill="none", writer=None, tp=1, rank=0, progress=False) -> VerifyResult:
     """Plan one rank's shard of ``model`` at ``context`` and verify it."""
     from ..plan import plan
@@ -401,10 +402,10 @@ def run(model, context: int, *, tp: int = 1, **kw) -> VerifyResult:
     if kw.get("device") == "cuda":  # the engine's kernels, and so its layout, are the device's
         from .measure import device_arch
 
-        kw = dict(kw, settings=on_arch(kw.get("engine", "vllm"), kw.get("settings"), device_arch("cuda")))
+        kw = dict(kw, settings=on_arch(kw.get("engine", DEFAULT_ENGINE), kw.get("settings"), device_arch("cuda")))
     if tp == 1:
         return run_one(model, context, **kw)
-    if _token_pools(kw.get("engine", "vllm")):
+    if _token_pools(kw.get("engine", DEFAULT_ENGINE)):
         raise KvcalcError(f"tp: verify allocates one rank's token pools; {tp} ranks are not built for the "
                           f"{kw.get('engine')} engine yet (use {{{{tp}}}} 1)", param="tp")
     from ..plan import check_tp
