@@ -13,6 +13,9 @@ The inputs are built in a temporary folder (or DIR, kept), each exactly 64 MiB:
 * ``one-line``: the log-like text with every line break a space: one 64 MiB line
 * ``nul``: NUL bytes (what /dev/zero gives)
 * ``random-bytes``: random bytes (binary data)
+* hostile ones: ``starts-one-line`` (one line of SGLang's "server_args=" three million times),
+  ``server-args-lines`` (64 KiB lines each holding it 3,000 times), ``other-rank`` (1.3 million figure lines of
+  DP rank 1, then rank 0's start-up lines)
 
 Each is run as ``python -m kvcalc check-log FILE --json`` under ``/usr/bin/time`` (wall seconds, peak RSS);
 the median of --runs runs is kept. Target (issue 26): every input answered in under 3 s. Exit status 1 if a
@@ -28,6 +31,7 @@ import json
 import os
 import platform
 import random
+import signal
 import statistics
 import string
 import subprocess
@@ -113,7 +117,17 @@ def inputs() -> dict[str, bytes]:
         "one-line": log.replace(b"\n", b" "),
         "nul": bytes(SIZE),
         "random-bytes": rnd.randbytes(SIZE),
+        "starts-one-line": _repeat("server_args={'a': 1} "),
+        "server-args-lines": _repeat("server_args={'a': 1} " * 3000 + "\n"),
+        "other-rank": _repeat("(EngineCore_DP1 pid=1) INFO GPU KV cache size: 5 tokens\n",
+                              VLLM_HEAD.format(r=0, pid=200)),
     }
+
+
+def _repeat(unit: str, tail: str = "") -> bytes:
+    """``unit`` repeated (whole), blanks, then ``tail``: SIZE bytes (ASCII)."""
+    body = unit * ((SIZE - len(tail)) // len(unit))
+    return (body + " " * (SIZE - len(body) - len(tail)) + tail).encode()
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,11 +138,17 @@ def _run(path: Path, tree: Path = ROOT, timeout: float | None = None) -> dict:
     verdict or first error."""
     cmd = ["/usr/bin/time", "-f", "@@time %e %M", sys.executable, "-m", "kvcalc", "check-log", str(path), "--json"]
     env = dict(os.environ, PYTHONPATH=str(tree), COLUMNS="120")
+    # -m: the cwd comes first on the path; a session of its own: a run cut off is ended with /usr/bin/time's child
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tree,
+                            start_new_session=True)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=tree)  # -m: cwd first
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return {"wall_s": None, "peak_rss_mib": None, "exit": None, "verdict": None,
                 "error": f"cut off after {timeout:g} s"}
+    r = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     stats = next(line for line in r.stderr.splitlines() if line.startswith("@@time "))
     wall, rss = stats.split()[1:]
     err = "".join(line for line in r.stderr.splitlines(keepends=True) if not line.startswith(("@@time", "Command ")))
@@ -148,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-timeout", type=float, default=600.0)
     ap.add_argument("--baseline-label", default=None, help="what the baseline is (a commit), for the JSON")
     args = ap.parse_args(argv)
+    load_before = os.getloadavg()
     tmp = None
     if args.keep:
         folder = Path(args.keep).resolve()
@@ -189,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         "passed": all(k["wall_s_median"] < TARGET_S for k in kinds.values()),
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        # other work on the machine slows every figure alike: the 1-minute load before and after
+        "load_average_1min": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
     }
     if args.out:
         with open(args.out, "w") as fh:
