@@ -84,6 +84,8 @@ def plan(
         what = f"{module[-2]} ones" if len(module) > 2 and module[0] == "kvcalc" else type(settings).__name__
         raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
                           f"(get_engine({quote(eng.name)}).settings(...)), got {what}", param="settings")
+    kinds = set(spec.layers) | (set(spec.mtp_layers) if mtp else set())
+    eng.check_kinds(spec, [c for c in spec.components if any(c in spec.layer_kinds[k] for k in kinds)])
     eng.check_context(spec, context, settings)
     prec = spec.precision(precision if precision is not None else eng.default_precision(spec, settings))
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_RANKS:

@@ -119,6 +119,9 @@ class Engine(ABC):
     logs: ClassVar[Any] = None  # a LogReader (kvcalc.engines.logs) when the engine's start-up log can be read
     budget_keys: ClassVar[tuple[str, ...]] = ()  # the names in Budget.json (null in JSON when the pool is given)
     Figures: ClassVar[type | None] = None  # its fit's EngineFigures class (None: the engine adds no figures)
+    #: the cache kinds (kvcalc.specs classes, matched by exact type) the engine pages, as kvcalc models it; any other
+    #: kind is refused in one line naming the engine and the kind (None: every kind, as the exact engine counts)
+    cache_kinds: ClassVar[frozenset | None] = frozenset()
     #: names its plans use beside the neutral ones (pool.Layout, pool.GroupKind), for the output schema:
     #: {"layouts": (...), "kinds": (...)}
     plan_names: ClassVar[dict] = {}
@@ -186,6 +189,24 @@ class Engine(ABC):
         return next((o for o in self.options if o.name == name), None)
 
     # ---- plans ------------------------------------------------------------------------------------------
+    def check_kinds(self, model: "ModelSpec", components=None) -> None:
+        """Refuse a cache kind the engine does not list (:attr:`cache_kinds`, by exact type: a subclass is a kind of
+        its own), before anything is planned: an engine never drops a cache it does not know."""
+        if self.cache_kinds is None:
+            return
+        for name in (components if components is not None else model.components):
+            comp = model.components[name]
+            if type(comp) not in self.cache_kinds:
+                raise self.refuse_kind(comp)
+
+    def refuse_kind(self, comp) -> KvcalcError:
+        """The one line refusing a cache kind the engine does not page."""
+        return KvcalcError(f"{{{{engine}}}} {self.name}: cache kind {quote(comp.kind)} (component {comp.name}) is not "
+                           f"modelled for {self.title}{self.kind_hint}")
+
+    #: words after a refused kind's line (vLLM: where to go instead)
+    kind_hint: ClassVar[str] = ""
+
     def check_tp(self, model: "ModelSpec", tp: int) -> None:
         """Refuse a tensor-parallel size the engine cannot shard this model over."""
         check_kv_heads_split(model, tp)

@@ -40,7 +40,8 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import KvcalcError, quote
-from ..specs import CompressedMLA, CompressorState, FullAttention, IndexerCache, MLALatent, RecurrentState
+from ..specs import (ChunkedAttention, CompressedMLA, CompressorState, FullAttention, GatedDeltaNetState, IndexerCache,
+                     KDAState, LinearAttentionState, Mamba1State, Mamba2State, MLALatent, SlidingWindowAttention, SlidingWindowMLA)
 from .result import Readback
 
 SENTINEL = 0xA5
@@ -113,27 +114,34 @@ class Job:
 _V32_WRITERS = {"fp8_ds_mla": "fp8_ds_mla_fp32log2", "fp8_indexer": "fp8_indexer_v32_fp32log2"}
 
 
+def _compressed(comp) -> str:
+    if not comp.shared_kv:
+        raise KvcalcError(f"fill: component {comp.name} stores separate K and V entries; the kernels write "
+                          "shared K=V entries only (use {{fill}} none)", param="fill")
+    return "compressed"
+
+
+#: the writer of each cache kind, by exact type (an allow-list: a kind not here has no writer and is refused)
+WRITERS = {
+    CompressorState: lambda c: "state",
+    CompressedMLA: _compressed,
+    IndexerCache: lambda c: "compressed" if c.ratio > 1 else "rows",
+    MLALatent: lambda c: "rows",
+    SlidingWindowMLA: lambda c: "rows",
+    **dict.fromkeys((FullAttention, SlidingWindowAttention, ChunkedAttention), lambda c: "plain"),
+    **dict.fromkeys((Mamba2State, GatedDeltaNetState, KDAState, Mamba1State, LinearAttentionState), lambda c: "fixed"),
+}
+
+
 def classify(model, page_component: str) -> str:
     comp = model.components[page_component]
-    if isinstance(comp, CompressorState):
-        return "state"
-    if isinstance(comp, CompressedMLA):
-        if not comp.shared_kv:
-            raise KvcalcError(f"fill: component {comp.name} stores separate K and V entries; the kernels write "
-                              "shared K=V entries only (use {{fill}} none)", param="fill")
-        return "compressed"
-    if isinstance(comp, IndexerCache):
-        return "compressed" if comp.ratio > 1 else "rows"
-    if isinstance(comp, MLALatent):
-        return "rows"
-    if isinstance(comp, FullAttention):
-        return "plain"
-    if isinstance(comp, RecurrentState):
-        return "fixed"
-    raise KvcalcError(
-        f"fill: component {comp.name} ({comp.kind}) has no writer: the kernels fill DeepSeek's MLA, window, "
-        "compressed, indexer and compressor-state caches; use {{fill}} none to verify the allocation only",
-        param="fill")
+    writer = WRITERS.get(type(comp))
+    if writer is None:
+        raise KvcalcError(
+            f"fill: component {comp.name} ({comp.kind}) has no writer: the kernels fill DeepSeek's MLA, window, "
+            "compressed, indexer and compressor-state caches; use {{fill}} none to verify the allocation only",
+            param="fill")
+    return writer(comp)
 
 
 def _plain(job):

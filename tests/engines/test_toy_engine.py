@@ -51,6 +51,7 @@ class ToyEngine(BlockPoolMixin, Engine):
     summary = "a test engine"
     Settings = ToySettings
     budget_keys = ("gpu_memory_utilization",)
+    cache_kinds = frozenset({RingCache})  # the kinds it pages; any other is refused
 
     def plan(self, job):
         groups, by_comp = [], {}

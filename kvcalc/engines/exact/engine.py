@@ -38,10 +38,11 @@ class ExactEngine(Engine):
     capabilities = frozenset({Capability.BUFFERS, Capability.TRANSFER})
     options = OPTIONS
     plan_names = {"layouts": ("exact",), "kinds": ("exact",)}  # plan.py: ExactPlan, ExactGroup
+    cache_kinds = None  # every kind: a request holds what kvcalc.estimate counts
 
     def transfer_groups(self, p, spec, tokens: int):
         """A transfer of exactly the bytes the request's caches hold: no pages, no padding, no metadata."""
-        from ...transfer import TransferGroup, TransferPlan
+        from ...handoff import TransferGroup, TransferPlan
 
         groups = tuple(TransferGroup(g.index, g.kind_name, g.label, len(g.layers), "bytes", 0, 1, g.analytic_bytes,
                                      "the exact bytes held") for g in p.groups)

@@ -6,7 +6,8 @@ import struct
 from dataclasses import dataclass, replace
 
 from ...errors import KvcalcError
-from ...specs import CompressedMLA, IndexerCache, KDAState, MLALatent
+from ...specs import (ChunkedAttention, CompressedMLA, CompressorState, FullAttention, GatedDeltaNetState,
+                     IndexerCache, KDAState, Mamba2State, MLALatent, SlidingWindowAttention, SlidingWindowMLA)
 from ...units import GIB
 from ..base import Budget, BudgetStep, Capability, Engine, Fit, even_stages
 from . import logs as _logs
@@ -66,6 +67,10 @@ class SglangEngine(Engine):
     capabilities = frozenset({Capability.BUFFERS, Capability.TRANSFER})
     budget_keys = ("mem_fraction_static",)
     Figures = SglangFigures
+    #: the kinds SGLang's pools hold, by exact type: the default pools' (MHA / GQA with windows and chunks, MLA, DSA's
+    #: indexer, Mamba-2 and gated-delta-net state) and DeepSeek V4's (configurators.py)
+    cache_kinds = frozenset({FullAttention, SlidingWindowAttention, ChunkedAttention, MLALatent, IndexerCache,
+                             Mamba2State, GatedDeltaNetState, SlidingWindowMLA, CompressedMLA, CompressorState})
     default_reserve_bytes = 0
     reserve_note = "in use besides the weights (graphs: SGLang's slack)"
 

@@ -176,10 +176,9 @@ def _layers_by(model, cls, layers) -> list[tuple[int, object]]:
 
 
 def _check_kinds(model) -> None:
+    """The kinds are SglangEngine.cache_kinds (refused before planning, by exact type); a value the default pools do
+    not hold is refused here."""
     for comp in model.components.values():
-        if comp.kind == "linear_attention" or (
-                isinstance(comp, RecurrentState) and comp.kind not in ("mamba2", "gated_deltanet")):
-            raise refuse(f"cache kind {quote(comp.kind)} (component {comp.name}) is not modelled for SGLang {VERSION}")
         if isinstance(comp, IndexerCache) and comp.ratio != 1:
             raise refuse(f"indexer {comp.name} with ratio {comp.ratio} is not modelled for SGLang {VERSION}")
 

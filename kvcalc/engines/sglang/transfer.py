@@ -37,7 +37,7 @@ AUX_BYTES = 4 * (16 * 4) + 2 * (128 * 4) + 16 * 4 + 16 * 8 + 16 * 4 + 8 * 8
 
 def token_pool_transfer(p, tokens: int):
     """The default and split-SWA pools: each pool's pages of the request, its state slot."""
-    from ...transfer import TransferPlan, by_kind, cdiv
+    from ...handoff import TransferPlan, by_kind, cdiv
 
     def window(page: int, w: int):
         start = max(0, tokens - w) // page * page
@@ -53,14 +53,14 @@ NOTES = ("SGLang disaggregation: the prefiller sends each rank's pages and one m
 
 def v4_transfer(lay, tokens: int):
     """DeepSeek V4's pools (:func:`_v4_groups`)."""
-    from ...transfer import TransferPlan
+    from ...handoff import TransferPlan
 
     return TransferPlan(_v4_groups(lay, tokens), tokens, AUX_BYTES, NOTES)
 
 
 def _v4_groups(lay, tokens: int):
     """The three components of a DeepSeek V4 request (see the module docstring), one rank."""
-    from ...transfer import TransferGroup, cdiv
+    from ...handoff import TransferGroup, cdiv
 
     page, n4, n128, layers = lay.page, lay.n(4), lay.n(128), len(lay.ratios)
     start = max(0, tokens - lay.window) // page * page

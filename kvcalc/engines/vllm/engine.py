@@ -54,6 +54,16 @@ class VllmEngine(BlockPoolMixin, Engine):
     budget_keys = ("gpu_memory_utilization",)
     Figures = VllmFigures
     logs = _logs.READER
+    @property
+    def cache_kinds(self):  # specs.py _RULES: the kinds vLLM pages, by exact type
+        from .specs import CACHE_KINDS
+
+        return CACHE_KINDS
+
+    def refuse_kind(self, comp):
+        from .specs import refuse_kind
+
+        return refuse_kind(comp)
     options = OPTIONS
 
     def defaults(self, given, *, gpu=None, model=None) -> dict:

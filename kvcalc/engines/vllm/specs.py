@@ -14,7 +14,11 @@ from ...specs import (
     CompressedMLA,
     CompressorState,
     FullAttention,
+    GatedDeltaNetState,
     IndexerCache,
+    KDAState,
+    Mamba1State,
+    Mamba2State,
     MLALatent,
     RecurrentState,
     SlidingWindowAttention,
@@ -167,15 +171,30 @@ def _state(c: RecurrentState, fmt, ctx: _Ctx, layer: int) -> LayerSpec:
 
 #: the cache kind (most specific class first) -> the vLLM layer spec it becomes, and the block sizes its
 #: backend accepts (None: any multiple of the number given)
-_RULES: list[tuple[type, object, tuple[int, ...] | None, int]] = [
-    (RecurrentState, _state, (), 0),  # no attention backend: block size set by the alignment below
-    (CompressorState, _v4_state, (), 0),
-    (SlidingWindowMLA, _v4_window, (), 0),
-    (CompressedMLA, _v4_compressed, (V4_BLOCK,), V4_BLOCK),
-    (IndexerCache, _indexer, None, 0),  # block sizes: by ratio, below
-    (MLALatent, _mla, (FLASHMLA_BLOCK,), FLASHMLA_BLOCK),
-    (FullAttention, _full, None, FLASH_ATTENTION_BLOCK),  # also SlidingWindowAttention, ChunkedAttention
-]
+#: each cache kind vLLM pages, by exact type (an allow-list: a kind not here is refused, never dropped): the layer
+#: spec builder, the kernel block sizes it needs (None: any multiple of the preferred) and the block it prefers
+_RULES: dict[type, tuple[object, tuple[int, ...] | None, int]] = {
+    **dict.fromkeys((Mamba2State, GatedDeltaNetState, KDAState, Mamba1State), (_state, (), 0)),  # no attention
+    # backend: the block size is set by the alignment below
+    CompressorState: (_v4_state, (), 0),
+    SlidingWindowMLA: (_v4_window, (), 0),
+    CompressedMLA: (_v4_compressed, (V4_BLOCK,), V4_BLOCK),
+    IndexerCache: (_indexer, None, 0),  # block sizes: by ratio, below
+    MLALatent: (_mla, (FLASHMLA_BLOCK,), FLASHMLA_BLOCK),
+    **dict.fromkeys((FullAttention, SlidingWindowAttention, ChunkedAttention), (_full, None, FLASH_ATTENTION_BLOCK)),
+}
+#: the kinds the engine lists (Engine.cache_kinds)
+CACHE_KINDS = frozenset(_RULES)
+
+
+def refuse_kind(comp) -> KvcalcError:
+    """The one line refusing a kind vLLM does not page (VllmEngine.refuse_kind)."""
+    if comp.kind == "linear_attention":  # MiniMax-Text-01 / M1: vLLM removed them in 0.23
+        return KvcalcError(f"{{{{engine}}}} vllm: cache kind 'linear_attention' (component {comp.name}) is not modelled "
+                           f"for vLLM {VERSION}, which no longer runs MiniMax-Text-01 / M1 (removed in 0.23); use the "
+                           "exact engine")
+    return KvcalcError(f"{{{{engine}}}} vllm: cache kind {quote(comp.kind)} (component {comp.name}) is not modelled for "
+                       f"vLLM {VERSION}; use the exact engine")
 
 
 def mla_backend(settings: Settings, quantized: bool, sparse: bool) -> tuple[str, tuple[int, ...] | None, int]:
@@ -208,24 +227,18 @@ def mla_backend(settings: Settings, quantized: bool, sparse: bool) -> tuple[str,
 
 
 def _rule(comp: CacheSpec, mla: tuple | None = None):
-    if comp.kind == "linear_attention":  # MiniMax-Text-01 / M1: vLLM removed them in 0.23
-        raise KvcalcError(
-            f"{{{{engine}}}} vllm: cache kind 'linear_attention' (component {comp.name}) is not modelled for vLLM "
-            f"{VERSION}, which no longer runs MiniMax-Text-01 / M1 (removed in 0.23); use the exact engine"
-        )
-    for cls, fn, sizes, preferred in _RULES:
-        if isinstance(comp, cls):
-            if cls is IndexerCache:
-                if comp.ratio > 1:
-                    return fn, (V4_BLOCK,), V4_BLOCK
-                return fn, mla[1] if mla else (FLASHMLA_BLOCK,), mla[2] if mla else FLASHMLA_BLOCK
-            if cls is MLALatent and mla is not None:
-                return fn, mla[1], mla[2]
-            return fn, sizes, preferred
-    raise KvcalcError(
-        f"{{{{engine}}}} vllm: cache kind {quote(comp.kind)} (component {comp.name}) is not modelled for vLLM {VERSION}; "
-        "use the exact engine"
-    )
+    """The kind's rule (:data:`_RULES`, by exact type); the MLA backend's blocks for a latent and a DSA indexer."""
+    rule = _RULES.get(type(comp))
+    if rule is None:
+        raise refuse_kind(comp)
+    fn, sizes, preferred = rule
+    if type(comp) is IndexerCache:
+        if comp.ratio > 1:
+            return fn, (V4_BLOCK,), V4_BLOCK
+        return fn, mla[1] if mla else (FLASHMLA_BLOCK,), mla[2] if mla else FLASHMLA_BLOCK
+    if type(comp) is MLALatent and mla is not None:
+        return fn, mla[1], mla[2]
+    return fn, sizes, preferred
 
 
 def cache_block_size(comps: list[CacheSpec], requested: int | None, mla: tuple | None = None) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...pool import GroupKind
-from ...transfer import TransferPlan, by_kind, cdiv
+from ...handoff import TransferPlan, by_kind, cdiv
 
 
 def nixl_transfer(p, spec, tokens: int):
