@@ -250,3 +250,79 @@ def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capa
                           f"{cap.kv_pool_bytes_per_gpu:,} B at {best:,}), which the search assumes it does not; "
                           "give {{context}} instead and read the count", param="concurrency")
     return best, cap
+
+
+# ---- several engines side by side, and the reverse question ---------------------------------------------------
+@dataclass(frozen=True)
+class Refused:
+    """An engine that refuses the deployment: its column says so; ``error`` is its refusal."""
+
+    engine: Engine
+    error: KvcalcError
+
+
+@dataclass(frozen=True)
+class Reverse:
+    """The longest context (<= ``limit``) at which ``concurrency`` requests fit (``--concurrency``), and the
+    scheduler's cap that memory alone does not see (``running``: its name and requests), where it binds."""
+
+    concurrency: int
+    context: int
+    limit: int
+    running: tuple[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """One deployment on one or more engines: each engine's answer (or its refusal), each engine's longest context
+    where the reverse question was asked, and warnings (a context past what an engine derives)."""
+
+    answers: tuple  # Capacity or Refused, in the engines' order
+    reverses: tuple  # Reverse or None, per answer
+    warnings: tuple[str, ...] = ()
+
+
+def default_context(engines: list, model, longest: bool = False) -> int:
+    """The engines' own default max_model_len (the longest context each derives, or vLLM's LongRoPE default; with
+    ``longest``, for the reverse search, the longest each takes; the shortest side by side); 1M where none is."""
+    limits = [n for n in ((e.context_limit if longest else e.default_context)(model) for e in engines) if n is not None]
+    return min(limits) if limits else 1 << 20
+
+
+def compare(model, engines: list, *, settings: dict, context: int | None = None, concurrency: int | None = None,
+            **kwargs) -> SideBySide:
+    """:func:`capacity` (or with ``concurrency`` the longest context at which that many requests fit) on each of
+    ``engines`` (names or engines), each with its own ``settings[name]`` (the engine's settings; missing: its
+    defaults); ``kwargs`` are capacity's (precision, parallel, gpu, kv_memory, weights_bytes, reserve_bytes, mtp,
+    request_tokens, shared_prefix_tokens). With one engine its refusal is raised; with several it becomes that
+    engine's :class:`Refused` column."""
+    spec = as_model(model)
+    engs = [get_engine(e) for e in engines]
+    ctx = context if context is not None else default_context(engs, spec, longest=concurrency is not None)
+    answers, reverses = [], []
+    for eng in engs:
+        args = dict(kwargs, model=spec, engine=eng.name, settings=settings.get(eng.name))
+        try:
+            if concurrency is None:
+                answers.append(capacity(context=ctx, **args))
+                reverses.append(None)
+                continue
+            best, cap = max_context(args, concurrency, ctx)
+            if cap is None:
+                raise KvcalcError(f"concurrency: {concurrency:,} requests do not fit at any context on this pool",
+                                  param="concurrency")
+            running = eng.running_limit(cap.plan.settings)
+            answers.append(cap)
+            reverses.append(Reverse(concurrency, best, ctx, running if running and concurrency > running[1] else None))
+        except KvcalcError as exc:
+            if len(engs) == 1:
+                raise
+            answers.append(Refused(eng, exc))
+            reverses.append(None)
+    warnings = []
+    for eng, cap in zip(engs, answers):
+        limit = None if isinstance(cap, Refused) else eng.context_limit(spec)
+        if limit is not None and cap.plan.context > limit:
+            warnings.append(f"{spec.name}: max_model_len {cap.plan.context:,} exceeds the {limit:,} {eng.name} derives "
+                            f"for the model; {eng.long_context}")
+    return SideBySide(tuple(answers), tuple(reverses), tuple(warnings))

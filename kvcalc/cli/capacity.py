@@ -62,10 +62,11 @@ def capacity_cmd(
     engine_values: dict = None,
 ) -> None:
     """How many requests fit on real GPUs as the engine counts them: paging, shared pool, parallelism, weights."""
+    from ..capacity import compare
     from ..config import load_model
+    from ..present.capacity import capacity_json, engines_json, render_capacity, render_engines, reverse_text
+    from ..units import parse_tokens
     from .app import gpu_named
-    from ..present.capacity import Refused, capacity_json, engines_json, render_capacity, render_engines
-    from ..present.flags import FLAGS
 
     spec = load_model(one_model(model, hf))
     engs = _engines(engine)
@@ -75,33 +76,22 @@ def capacity_cmd(
     for name, v in engine_values.items():
         if v is not None and name not in owned:  # the first engine names the owner in its refusal
             engine_settings(engs[0].name, {name: v})
-    pool_bytes = _pool_bytes(kv_memory)
-    caps, reverse = [], None
-    context = context or _default_context(engs, spec, longest=concurrency is not None)
-    for eng in engs:
-        mine = {o.name for o in eng.options}
-        settings = engine_settings(eng.name, {k: v for k, v in engine_values.items() if k in mine}, gpu=dev,
-                                   model=spec)
-        args = dict(model=spec, precision=precision, engine=eng.name, settings=settings, parallel=par, gpu=dev,
-                    kv_memory=pool_bytes,
-                    weights_bytes=_gib(weights_gib, "--weights-gib"),
-                    reserve_bytes=_gib(reserve_gib, "--reserve-gib"), mtp=mtp,
-                    **_workload(request_tokens, request_tokens_file, shared_prefix_tokens))
-        try:
-            cap, reverse = _one(args, spec, context, concurrency)
-        except KvcalcError as exc:
-            if len(engs) == 1:
-                raise
-            cap = Refused(eng, exc.renamed(FLAGS))  # side by side: the engine's refusal is its column
-        caps.append(cap)
-    _warn_long(engs, caps, spec, Refused)
-    if len(caps) > 1:
+    settings = {e.name: engine_settings(e.name, {k: v for k, v in engine_values.items()
+                                                 if k in {o.name for o in e.options}}, gpu=dev, model=spec)
+                for e in engs}
+    side = compare(spec, engs, settings=settings, concurrency=concurrency,
+                   context=parse_tokens(context, "--context") if context else None, precision=precision,
+                   parallel=par, gpu=dev, kv_memory=_pool_bytes(kv_memory),
+                   weights_bytes=_gib(weights_gib, "--weights-gib"), reserve_bytes=_gib(reserve_gib, "--reserve-gib"),
+                   mtp=mtp, **_workload(request_tokens, request_tokens_file, shared_prefix_tokens))
+    warn(side.warnings)
+    if len(side.answers) > 1:
         if as_json:
-            print_json(engines_json(caps))
+            print_json(engines_json(side.answers))
         else:
-            render_engines(console(), caps)
+            render_engines(console(), side.answers)
         return
-    (cap,) = caps
+    (cap,), (reverse,) = side.answers, side.reverses
     if as_json:
         out = capacity_json(cap)
         if concurrency is not None:
@@ -109,7 +99,7 @@ def capacity_cmd(
             out["max_context_tokens"] = cap.plan.context
         print_json(out)
         return
-    render_capacity(console(), cap, reverse)
+    render_capacity(console(), cap, reverse_text(reverse, cap.engine.title) if reverse is not None else None)
 
 
 def _engines(engine: str) -> list:
@@ -152,22 +142,6 @@ def _workload(tokens: str | None, file: str | None, shared: str | None) -> dict:
     return out
 
 
-def _warn_long(engs, caps, spec, refused) -> None:
-    """A context past what an engine derives is planned only with its override: say so."""
-    for eng, cap in zip(engs, caps):
-        limit = None if isinstance(cap, refused) else eng.context_limit(spec)
-        if limit is not None and cap.plan.context > limit:
-            warn([f"{spec.name}: max_model_len {cap.plan.context:,} exceeds the {limit:,} {eng.name} derives for the "
-                  f"model; {eng.long_context}"])
-
-
-def _default_context(engs, spec, longest: bool = False) -> str:
-    """The engines' own default (the longest context each derives, or vLLM's LongRoPE default; with ``longest``,
-    for the --concurrency search, the longest each takes; the shortest side by side); 1M without one."""
-    limits = [n for n in ((e.context_limit if longest else e.default_context)(spec) for e in engs) if n is not None]
-    return str(min(limits)) if limits else "1M"
-
-
 def _parallel_for(engs, engine_values: dict, tp: int, pp: int, dp: int, ep: bool, gpus: int | None):
     """The parallel layout, its GPU count checked against --gpus as each engine counts GPUs."""
     from ..capacity import Parallel
@@ -187,21 +161,3 @@ def _parallel_for(engs, engine_values: dict, tp: int, pp: int, dp: int, ep: bool
     return par
 
 
-def _one(args: dict, spec, context: str | None, concurrency: int | None):
-    """One engine's capacity (or, with --concurrency, the longest context at which that many fit)."""
-    from ..capacity import capacity as run_capacity, max_context
-    from ..units import parse_tokens
-
-    if concurrency is None:
-        return run_capacity(context=parse_tokens(context, "--context"), **args), None
-    limit = parse_tokens(context, "--context")
-    best, cap = max_context(args, concurrency, limit)
-    if cap is None:
-        raise KvcalcError(f"--concurrency: {concurrency:,} requests do not fit at any context on this pool")
-    text = (f"Longest context at which {concurrency:,} requests fit per replica: {best:,} tokens "
-            f"(searched up to {limit:,}).")
-    running = cap.engine.running_limit(cap.plan.settings)
-    if running is not None and concurrency > running[1]:
-        text += (f" Memory only: {cap.engine.title} runs at most {running[0]} {running[1]:,} of them at once per "
-                 f"replica; the other {concurrency - running[1]:,} wait.")
-    return cap, text

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..capacity import Refused
 from ..errors import with_names
 from ..units import format_bytes
 from .common import NARROW_BELOW, ctx_text, table
@@ -150,12 +149,18 @@ def _render_groups(con, c) -> None:
 
 
 # ---- engines side by side ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Refused:
-    """An engine that refuses this deployment: its column says so, its message is the reason."""
+def reverse_text(r, title: str) -> str:
+    """The reverse answer's line (:class:`kvcalc.capacity.Reverse`)."""
+    text = (f"Longest context at which {r.concurrency:,} requests fit per replica: {r.context:,} tokens "
+            f"(searched up to {r.limit:,}).")
+    if r.running is not None:
+        text += (f" Memory only: {title} runs at most {r.running[0]} {r.running[1]:,} of them at once per "
+                 f"replica; the other {r.concurrency - r.running[1]:,} wait.")
+    return text
 
-    engine: object
-    message: str
+
+def _refusal(c) -> str:
+    return c.error.renamed(FLAGS)
 
 
 _ROWS = (
@@ -178,7 +183,7 @@ def render_engines(con, caps) -> None:
         else None
     if c0 is None:
         for c in caps:
-            con.print(f"{c.engine.name}: refused: {c.message}")
+            con.print(f"{c.engine.name}: refused: {_refusal(c)}")
         return
     p, par = c0.plan, c0.parallel
     counts = {c.engine.name: c.gpus for c in caps if not isinstance(c, Refused)}
@@ -199,7 +204,7 @@ def render_engines(con, caps) -> None:
         t.add_row(label, *cells)
     con.table(t)
     for c in caps:
-        line = f"refused: {c.message}" if isinstance(c, Refused) else c.engine.summary_line(c)
+        line = f"refused: {_refusal(c)}" if isinstance(c, Refused) else c.engine.summary_line(c)
         if line:
             con.print(f"{c.engine.name}: {line}" + ("" if line.endswith(".") else "."))
     con.print("Each engine at its own defaults for this GPU, a request's exact bytes in the formats it stores; `kvcalc "
@@ -207,9 +212,9 @@ def render_engines(con, caps) -> None:
 
 
 def engines_json(caps) -> dict:
-    return {"engines": [{"engine": c.engine.name, "engine_version": c.engine.version, "refused": c.message}
+    return {"engines": [{"engine": c.engine.name, "engine_version": c.engine.version, "refused": _refusal(c)}
                         if isinstance(c, Refused) else capacity_json(c) for c in caps],
             "side_by_side": {label: dict(zip((c.engine.name for c in caps), cells))
                              for label, cells in _engine_rows(caps)},
-            "reasons": {c.engine.name: (f"refused: {c.message}" if isinstance(c, Refused) else c.engine.summary_line(c))
+            "reasons": {c.engine.name: (f"refused: {_refusal(c)}" if isinstance(c, Refused) else c.engine.summary_line(c))
                         for c in caps}}
