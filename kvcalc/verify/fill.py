@@ -36,8 +36,10 @@ path on a CPU beyond toy sizes). The report says which ran.
 
 from __future__ import annotations
 
+import enum
+
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import KvcalcError, quote
 from ..specs import (ChunkedAttention, CompressedMLA, CompressorState, FullAttention, GatedDeltaNetState, IndexerCache,
@@ -87,6 +89,16 @@ def _salt(*parts: int) -> int:
     return s
 
 
+class JobKind(str, enum.Enum):
+    """How a job's cache is written (:func:`classify`)."""
+
+    ROWS = "rows"  # one record per token (an MLA latent, a DSA indexer key)
+    COMPRESSED = "compressed"  # V4's compressed entries and indexer keys, through the compressor
+    STATE = "state"  # a compressor's state ring
+    PLAIN = "plain"  # K and V in a plain dtype
+    FIXED = "fixed"  # fixed state (Mamba, DeltaNet, KDA, linear attention): deterministic bytes, one slot
+
+
 @dataclass
 class Job:
     """One cache of one layer of one request, with where it lives."""
@@ -95,7 +107,7 @@ class Job:
     group: int
     component: str
     comp: object  # the CacheSpec
-    kind: str  # rows | compressed
+    kind: "JobKind"
     layer: int
     layer_pos: int  # index of the layer inside its PlanTensor
     fmt: str
@@ -105,7 +117,8 @@ class Job:
     tensor: object  # PlanTensor
     state: "Job | None" = None  # compressor state job (compressed kinds)
     salt: int = 0
-    extra: dict = field(default_factory=dict)
+    entry_bytes: int = 0  # one entry's bytes as the page stores it
+    page_block_size: int = 0  # entries per page of the job's tensor
 
 
 #: the rules of vLLM's V3.2 writer paths for the plan's row formats (kernels/README.md): the latent by
@@ -118,22 +131,23 @@ def _compressed(comp) -> str:
     if not comp.shared_kv:
         raise KvcalcError(f"fill: component {comp.name} stores separate K and V entries; the kernels write "
                           "shared K=V entries only (use {{fill}} none)", param="fill")
-    return "compressed"
+    return JobKind.COMPRESSED
 
 
 #: the writer of each cache kind, by exact type (an allow-list: a kind not here has no writer and is refused)
 WRITERS = {
-    CompressorState: lambda c: "state",
+    CompressorState: lambda c: JobKind.STATE,
     CompressedMLA: _compressed,
-    IndexerCache: lambda c: "compressed" if c.ratio > 1 else "rows",
-    MLALatent: lambda c: "rows",
-    SlidingWindowMLA: lambda c: "rows",
-    **dict.fromkeys((FullAttention, SlidingWindowAttention, ChunkedAttention), lambda c: "plain"),
-    **dict.fromkeys((Mamba2State, GatedDeltaNetState, KDAState, Mamba1State, LinearAttentionState), lambda c: "fixed"),
+    IndexerCache: lambda c: JobKind.COMPRESSED if c.ratio > 1 else JobKind.ROWS,
+    MLALatent: lambda c: JobKind.ROWS,
+    SlidingWindowMLA: lambda c: JobKind.ROWS,
+    **dict.fromkeys((FullAttention, SlidingWindowAttention, ChunkedAttention), lambda c: JobKind.PLAIN),
+    **dict.fromkeys((Mamba2State, GatedDeltaNetState, KDAState, Mamba1State, LinearAttentionState),
+                    lambda c: JobKind.FIXED),
 }
 
 
-def classify(model, page_component: str) -> str:
+def classify(model, page_component: str) -> JobKind:
     comp = model.components[page_component]
     writer = WRITERS.get(type(comp))
     if writer is None:
@@ -154,14 +168,14 @@ def _plain(job):
 
 def _plain_width(job) -> int:
     """Values one entry of a plain job holds (its bytes over the dtype's)."""
-    return job.extra["entry_bytes"] // _plain(job).element_bytes
+    return job.entry_bytes // _plain(job).element_bytes
 
 
 def plain_records(torch, job, positions):
     """A plain job's entries at ``positions`` as the pool stores them: uint8 rows. A fixed state's one entry is
     deterministic bytes (its conv and recurrent parts may have different dtypes)."""
-    if job.kind == "fixed":
-        x = synth(torch, job.salt, positions, job.extra["entry_bytes"])
+    if job.kind is JobKind.FIXED:
+        x = synth(torch, job.salt, positions, job.entry_bytes)
         return ((x * 127.0).to(torch.int32) & 0xFF).to(torch.uint8)
     if _plain(job) is None:
         raise KvcalcError(f"fill: component {job.component}: no plain writer for format {quote(job.fmt)}", param="fill")
@@ -357,20 +371,20 @@ class Fill:
         for r in range(self.batch):
             for t in tensors:
                 kind = kinds[t.component]
-                if kind == "state":
+                if kind is JobKind.STATE:
                     continue
                 page = next(pg for pg in groups[t.group].pages if pg.component == t.component)
                 picks = range(len(t.layers)) if self.mode == "full" else sorted({0, len(t.layers) - 1})
                 for i in picks:
                     layer = t.layers[i]
                     job = self._job(r, t, i, layer, page, kind, groups)
-                    if kind == "compressed" and t.component in states:
+                    if kind is JobKind.COMPRESSED and t.component in states:
                         st_name = states[t.component]
                         if (st_name, layer) not in by_layer:
                             raise KvcalcError(f"plan: layer {layer} has {t.component} but no {st_name} page")
                         st, si = by_layer[(st_name, layer)]
                         st_page = next(pg for pg in groups[st.group].pages if pg.component == st_name)
-                        job.state = self._job(r, st, si, layer, st_page, "state", groups)
+                        job.state = self._job(r, st, si, layer, st_page, JobKind.STATE, groups)
                     jobs.append(job)
         return jobs
 
@@ -378,15 +392,15 @@ class Fill:
         g = groups[t.group]
         comp = self.model.components[t.component]
         fmt = page.format
-        if kind == "compressed" and isinstance(comp, CompressedMLA) and fmt == "fp8_ds_mla_v4" and comp.dim == 512:
+        if kind is JobKind.COMPRESSED and isinstance(comp, CompressedMLA) and fmt == "fp8_ds_mla_v4" and comp.dim == 512:
             fmt = "fp8_ds_mla_v4_cutedsl"  # vLLM on NVIDIA compresses 512-wide entries with CuTeDSL (scale floor)
-        elif kind == "rows" and fmt in _V32_WRITERS and ratio_of(comp) == 1:
+        elif kind is JobKind.ROWS and fmt in _V32_WRITERS and ratio_of(comp) == 1:
             fmt = _V32_WRITERS[fmt]  # V3.2's writers: fp32 rows quantised directly, ceil(log2(scale)) in fp32
         return Job(request=r, group=t.group, component=t.component, comp=comp, kind=kind, layer=layer,
                    layer_pos=i, fmt=fmt, block_size=page.entries_per_block, table=self.tables[(r, t.group)],
                    cyclic=g.kind.local, tensor=t,
                    salt=_salt(r, layer, sorted(self.model.components).index(t.component)),
-                   extra={"entry_bytes": page.entry_bytes, "page_block_size": page.block_size})
+                   entry_bytes=page.entry_bytes, page_block_size=page.block_size)
 
     def view(self, job):
         key = (job.tensor.group, job.component, job.layer_pos)
@@ -452,8 +466,8 @@ class Fill:
     def run(self, advance=lambda n: None) -> None:
         torch = self.torch
         for job in self.jobs:
-            if job.kind in ("plain", "fixed"):
-                n = 1 if job.kind == "fixed" else self.L
+            if job.kind in (JobKind.PLAIN, JobKind.FIXED):
+                n = 1 if job.kind is JobKind.FIXED else self.L
                 for s in range(0, n, self.chunk):
                     e = min(n, s + self.chunk)
                     pos = torch.arange(s, e, device=self.device)
@@ -461,7 +475,7 @@ class Fill:
                                 job.block_size)
                     advance(e - s)
                 continue
-            if job.kind == "rows":
+            if job.kind is JobKind.ROWS:
                 for s in range(0, self.L, self.chunk):
                     e = min(self.L, s + self.chunk)
                     x = synth(torch, job.salt, torch.arange(s, e, device=self.device), job.comp.dim)
@@ -486,11 +500,11 @@ class Fill:
         Window and state groups reuse their blocks, so they hold min(context, blocks x block size) slots."""
         out: dict[int, int] = {g.index: 0 for g in self.plan.groups}
         for job in self.jobs:
-            items = 1 if job.kind == "fixed" else self.L if job.kind in ("rows", "plain") else self.L // job.comp.ratio
-            out[job.group] += self._distinct(job, items) * job.extra["entry_bytes"]
+            items = 1 if job.kind is JobKind.FIXED else self.L if job.kind in (JobKind.ROWS, JobKind.PLAIN) else self.L // job.comp.ratio
+            out[job.group] += self._distinct(job, items) * job.entry_bytes
             if job.state is not None:
                 st = job.state
-                out[st.group] += self._distinct(st, self.L) * st.extra["entry_bytes"]
+                out[st.group] += self._distinct(st, self.L) * st.entry_bytes
         return out
 
     # -- read-back ----------------------------------------------------------------------------------------
@@ -514,8 +528,8 @@ class Fill:
             if key in seen:
                 continue
             seen.add(key)
-            if job.kind in ("plain", "fixed"):
-                idx = [0] if job.kind == "fixed" else self._live(job, self.L)
+            if job.kind in (JobKind.PLAIN, JobKind.FIXED):
+                idx = [0] if job.kind is JobKind.FIXED else self._live(job, self.L)
                 if not idx:
                     continue
                 pos = torch.tensor(idx, device=self.device)
@@ -524,7 +538,7 @@ class Fill:
                 out.append(self._check(job, "record_bytes", idx, bool(torch.equal(got, want))))
                 continue
             f = K.get_format(job.fmt, job.comp.dim)
-            if job.kind == "rows":
+            if job.kind is JobKind.ROWS:
                 idx = self._live(job, self.L)
                 if not idx:
                     continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 from ..errors import KvcalcError, quote
 
@@ -76,14 +77,43 @@ def _counter(torch, sentinel: int, equal: bool):
     return count
 
 
-def _memory(torch, device: str) -> dict:
+@dataclass(frozen=True)
+class MemorySnapshot:
+    """The process's resident memory, and on CUDA the allocator's allocated and reserved bytes and the device's
+    free bytes, at one moment."""
+
+    rss: int
+    alloc: int | None = None
+    reserved: int | None = None
+    free: int | None = None
+
+
+def _memory(torch, device: str) -> MemorySnapshot:
     """Resident memory, and on CUDA the allocator's and the device's figures."""
-    out = {"rss": _rss_bytes()}
     if device == "cuda":
         torch.cuda.synchronize()
-        out.update(alloc=torch.cuda.memory_allocated(), reserved=torch.cuda.memory_reserved(),
-                   free=torch.cuda.mem_get_info()[0])
-    return out
+        return MemorySnapshot(_rss_bytes(), torch.cuda.memory_allocated(), torch.cuda.memory_reserved(),
+                              torch.cuda.mem_get_info()[0])
+    return MemorySnapshot(_rss_bytes())
+
+
+def measured_from(device: str, storage: int, before: MemorySnapshot, after: MemorySnapshot,
+                  end: MemorySnapshot | None, planned: int):
+    """What the allocation measured (:class:`kvcalc.verify.result.Measured`): on the CPU the resident growth; on
+    CUDA the allocator's and the device's deltas, whether they came back, and the allocator's rounding."""
+    from .result import Measured
+
+    if device != "cuda":
+        return Measured(storage_bytes=storage, resident_growth_bytes=after.rss - before.rss)
+    return Measured(
+        storage_bytes=storage,
+        allocator_allocated_delta=after.alloc - before.alloc,
+        allocator_reserved_delta=after.reserved - before.reserved,
+        device_free_delta=before.free - after.free,
+        allocator_back_to_start=end.alloc == before.alloc,
+        device_free_back_to_start_bytes=before.free - end.free,
+        allocator_rounding_bytes=after.alloc - before.alloc - planned,
+    )
 
 
 def _check_room(torch, device: str, planned: int) -> None:

@@ -29,7 +29,9 @@ from fractions import Fraction
 
 from ..errors import KvcalcError, quote
 from .fill import _V32_WRITERS, SENTINEL, SENTINEL2, TOLERANCES, _salt, gather, scatter, synth
-from .measure import FILLS, _check_room, _copy_bandwidth, _counter, _memory, _Progress, _torch
+from .faults import ACTIVE as FAULTS
+from .measure import (FILLS, MemorySnapshot, _check_room, _copy_bandwidth, _counter, _memory, _Progress, _torch,
+                      measured_from)
 from .result import Check, FillInfo, Measured, Readback, Seconds, VerifyGroup, VerifyResult
 
 CHUNK = 4096  # tokens synthesised per write
@@ -58,9 +60,9 @@ class _Run:
     pool_bytes: dict = field(default_factory=dict)  # buffer index -> storage bytes of its layers' tensors
     storage: int = 0
     rounded: int = 0  # the tensors' bytes each rounded up to 512 B (the CUDA caching allocator's unit)
-    before: dict = field(default_factory=dict)
-    after: dict = field(default_factory=dict)
-    end: dict = field(default_factory=dict)
+    before: MemorySnapshot | None = None
+    after: MemorySnapshot | None = None
+    end: MemorySnapshot | None = None
     seconds: dict = field(default_factory=dict)
     complete: bool = True
     counts: dict | None = None  # buffer index -> [written in its rows, written in its padding page]
@@ -226,7 +228,7 @@ def _readback(torch, K, R, run: _Run) -> list[Readback]:
     return out
 
 
-def _fill(torch, run: _Run, backend, progress: bool, plant_stray_write: bool) -> None:
+def _fill(torch, run: _Run, backend, progress: bool) -> None:
     """The two fill passes and their counts, the read-back after the first."""
     K, R = backend
     total = sum(len(_picks(b, run.fill)) * run.pools.batch * b.rows_per_request for b in run.pools.buffers)
@@ -236,7 +238,7 @@ def _fill(torch, run: _Run, backend, progress: bool, plant_stray_write: bool) ->
         cache: dict = {}
         _pass(torch, K, R, run, bar.advance, cache)
         run.seconds["fill_pass1"] = time.perf_counter() - t1
-        if plant_stray_write:
+        if FAULTS.stray_write:  # a planted fault: one byte into the padding page
             _bytes(torch, run.views[0][0])[0, 0] = 0  # a byte in the first pool's padding page
         run.counts = _count(torch, run, _counter(torch, SENTINEL, equal=False))
         run.readback = _readback(torch, K, R, run)
@@ -261,12 +263,12 @@ def _fill(torch, run: _Run, backend, progress: bool, plant_stray_write: bool) ->
         tokens_per_pass=total)
 
 
-def _measure(torch, run: _Run, backend, progress: bool, plant_extra_rows: int, plant_stray_write: bool) -> None:
+def _measure(torch, run: _Run, backend, progress: bool) -> None:
     """Allocate, fill (or not) and count; the tensors are freed afterwards, also when interrupted."""
-    _allocate(torch, run, plant_extra_rows)
+    _allocate(torch, run, FAULTS.extra_pages)
     try:
         if backend is not None:
-            _fill(torch, run, backend, progress, plant_stray_write)
+            _fill(torch, run, backend, progress)
         else:
             run.counts = _count(torch, run, _counter(torch, SENTINEL, equal=False))
     except KeyboardInterrupt:
@@ -278,7 +280,7 @@ def _measure(torch, run: _Run, backend, progress: bool, plant_extra_rows: int, p
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
     if run.device == "cuda":
-        run.end = {"allocated": torch.cuda.memory_allocated(), "free": torch.cuda.mem_get_info()[0]}
+        run.end = MemorySnapshot(rss=0, alloc=torch.cuda.memory_allocated(), free=torch.cuda.mem_get_info()[0])
 
 
 # ---- the result -----------------------------------------------------------------------------------------------
@@ -331,14 +333,7 @@ def _groups(run: _Run, predicted: dict) -> tuple[VerifyGroup, ...]:
 
 
 def _measured(run: _Run, planned: int) -> Measured:
-    if run.device != "cuda":
-        return Measured(storage_bytes=run.storage, resident_growth_bytes=run.after["rss"] - run.before["rss"])
-    b, a, e = run.before, run.after, run.end
-    return Measured(
-        storage_bytes=run.storage, allocator_allocated_delta=a["alloc"] - b["alloc"],
-        allocator_reserved_delta=a["reserved"] - b["reserved"], device_free_delta=b["free"] - a["free"],
-        allocator_back_to_start=e["allocated"] == b["alloc"], device_free_back_to_start_bytes=b["free"] - e["free"],
-        allocator_rounding_bytes=a["alloc"] - b["alloc"] - planned)
+    return measured_from(run.device, run.storage, run.before, run.after, run.end, planned)
 
 
 def _checks(run: _Run, planned: int, measured: Measured, groups) -> tuple[Check, ...]:
@@ -394,13 +389,11 @@ def _result(run: _Run, planned: int, predicted: dict, copy_bw) -> VerifyResult:
 
 
 def verify_tokens(p, batch: int = 1, device: str = "cpu", fill: str = "none", writer: str | None = None,
-                  model=None, progress: bool = False, plant_extra_rows: int = 0,
-                  plant_stray_write: bool = False) -> VerifyResult:
+                  model=None, progress: bool = False) -> VerifyResult:
     """Allocate the token pools the engine would allocate for exactly ``batch`` requests of ``p``'s context on
     ``device``, fill them (``fill``: none, sample, full) and compare the measurements with the engine's figures.
-
-    Planted faults the checks must catch (used by the tests): ``plant_extra_rows`` gives the first pool that
-    many rows more per layer; ``plant_stray_write`` writes one byte into its padding page after the fill."""
+    Planted faults (:mod:`.faults`, the tests'): the first pool gets rows more per layer; one byte goes into its
+    padding page after the fill."""
     from ..config import as_model
 
     _check_inputs(batch, device, fill, writer)
@@ -420,5 +413,5 @@ def verify_tokens(p, batch: int = 1, device: str = "cpu", fill: str = "none", wr
     predicted = _predicted(p, pools, spec)
     copy_bw = _copy_bandwidth(torch, device)
     run = _Run(plan=p, pools=pools, device=device, fill=fill)
-    _measure(torch, run, backend, progress, plant_extra_rows, plant_stray_write)
+    _measure(torch, run, backend, progress)
     return _result(run, planned, predicted, copy_bw)

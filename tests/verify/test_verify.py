@@ -2,6 +2,8 @@
 
 import pytest
 
+from kvcalc.verify.faults import planted
+
 from kvcalc.engines import vllm as V
 from kvcalc.errors import KvcalcError
 from kvcalc.plan import plan
@@ -35,7 +37,8 @@ def test_allocation_matches_the_plan_by_hand():
 def test_a_planted_extra_page_fails_the_verdict():
     from kvcalc.verify import verify
 
-    out = verify(_small_plan(), device="cpu", plant_extra_pages=1).to_json()
+    with planted(extra_pages=1):
+        out = verify(_small_plan(), device="cpu").to_json()
     assert out["verdict"] == "fail"
     assert out["allocated_bytes"] - out["planned_bytes"] == out["bytes_per_block"]
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kvcalc.verify.faults import planted
+
 from kvcalc.estimate import estimate
 from kvcalc.plan import plan
 
@@ -88,7 +90,8 @@ def test_every_shipped_model_allocates_its_estimate(model):
 
 
 def test_planted_faults_fail(monkeypatch):
-    out = _verify("llama-3.1-8b", 1024, fill="none", plant_extra_pages=1)
+    with planted(extra_pages=1):
+        out = _verify("llama-3.1-8b", 1024, fill="none")
     # one row more in every layer's tensor: 32 x 4,096 B
     assert out.allocated_bytes - out.planned_bytes == 32 * 4096 and out.verdict == "fail"
     # a writer that puts request 1 over request 0's rows writes half the bytes expected

@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from kvcalc.verify.faults import planted
+
 from kvcalc.errors import KvcalcError
 
 from kvcalc.engines import vllm as V
@@ -98,7 +100,8 @@ def test_a_page_smaller_than_written_is_caught():
 
 
 def test_a_stray_write_is_caught():
-    out = _verify("deepseek-v4-flash", 1024, "fp8", fill="sample", plant_stray_write=True)
+    with planted(stray_write=True):
+        out = _verify("deepseek-v4-flash", 1024, "fp8", fill="sample")
     # the byte lands in block 0 of the first window layer: the null block's page
     assert out["verdict"] == "fail" and out["written_bytes"] - out["expected_written_bytes"] == 1
     assert not _check(out, "null block still holds the sentinel")
@@ -118,8 +121,9 @@ def test_written_bytes_equal_to_the_sentinel_are_counted(monkeypatch):
     monkeypatch.setattr(F, "synth", flat_inputs)
     monkeypatch.setattr(F, "SENTINEL", 0x00)
     from kvcalc import verify as Vf
+    from kvcalc.verify import blockpool as Vb
 
-    monkeypatch.setattr(Vf, "SENTINEL", 0x00)  # ... unless the sentinel is 0x00: every written byte equals it
+    monkeypatch.setattr(Vb, "SENTINEL", 0x00)  # ... unless the sentinel is 0x00: every written byte equals it
     out = Vf.verify(plan("deepseek-v3.2", 128, precision="bf16", settings=SMALL), device="cpu",
                     fill="sample").to_json()
     # 2 layers x 128 tokens x (1,152 latent + 132 indexer) B, all found by the second pass

@@ -8,6 +8,8 @@ import dataclasses
 
 import pytest
 
+from kvcalc.verify.faults import planted
+
 from kvcalc.errors import KvcalcError
 from kvcalc.plan import plan
 
@@ -127,7 +129,8 @@ def test_the_mamba_strategy_sets_the_state_slots_verify_allocates():
 
 
 def test_a_planted_extra_row_fails():
-    out = _verify("llama-3.1-8b", 64, batch=2, fill="sample", plant_extra_pages=1)
+    with planted(extra_pages=1):
+        out = _verify("llama-3.1-8b", 64, batch=2, fill="sample")
     # one row more in K (and so in V, its other half): 2 x 32 layers x 2,048 B
     assert out.allocated_bytes - out.planned_bytes == 2 * 32 * 2048
     assert out.verdict == "fail"
@@ -136,7 +139,8 @@ def test_a_planted_extra_row_fails():
 
 
 def test_a_planted_write_into_the_padding_page_fails():
-    out = _verify("llama-3.1-8b", 64, batch=2, fill="sample", plant_stray_write=True)
+    with planted(stray_write=True):
+        out = _verify("llama-3.1-8b", 64, batch=2, fill="sample")
     assert out.verdict == "fail" and _failed(out) == ["the padding page still holds the sentinel"]
     assert out.stray_written_bytes == 1
 
@@ -264,11 +268,13 @@ def _v4_flash(**kw):
 
 
 def test_v4_planted_faults_fail(monkeypatch):
-    out = _v4_flash(fill="none", plant_extra_pages=1)
+    with planted(extra_pages=1):
+        out = _v4_flash(fill="none")
     # one page row more in every layer of the SWA cache: 43 x 149,760 B
     assert out.allocated_bytes - out.planned_bytes == 43 * 149_760 and out.verdict == "fail"
     pytest.importorskip("triton")
-    out = _v4_flash(fill="sample", plant_stray_write=True)
+    with planted(stray_write=True):
+        out = _v4_flash(fill="sample")
     assert out.verdict == "fail" and _failed(out) == ["the padding page still holds the sentinel"]
     # a writer that starts request 0 in page 0 writes as many bytes, into the padding page
     from kvcalc.engines.sglang.buffers import Buffer
