@@ -118,9 +118,12 @@ def basis_option():
     return typer.Option("complete", "--basis", help=BASIS_HELP)
 
 
-def engine_option(default: str, help: str = "", panel: str | None = None):
-    return typer.Option(default, "--engine", help=help or f"One of {', '.join(engine_names())} ({ENGINE_HELP}).",
-                        rich_help_panel=panel)
+def engine_option(default: str, what: str = "", panel: str | None = None, several: bool = False):
+    """--engine, its help built from the registry (each engine's name and summary): ``what`` says what the command
+    does with it; ``several`` takes a comma-separated list, side by side."""
+    more = "; several, comma-separated (e.g. vllm,sglang), side by side" if several else ""
+    return typer.Option(default, "--engine", help=f"{what + ' ' if what else ''}One of {', '.join(engine_names())} "
+                        f"({ENGINE_HELP}){more}.", rich_help_panel=panel)
 
 
 def print_json(obj) -> None:

@@ -41,9 +41,8 @@ def capacity_cmd(
                                   "where the model states none; with several engines the shortest; with --concurrency "
                                   "the upper limit of the search, by default the longest the engine takes)."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", rich_help_panel="Model and context", help="Precision as the model config names it."),
-    engine: str = engine_option(DEFAULT_ENGINE, "vllm (paged, as vLLM plans it), sglang (token pools, as SGLang sizes "
-                                "them) or exact (no paging); several, comma-separated (vllm,sglang), side by side.",
-                                panel="Model and context"),
+    engine: str = engine_option(DEFAULT_ENGINE, "The engine that plans the pool.", panel="Model and context",
+                                several=True),
     gpu: Optional[str] = typer.Option(None, "--gpu", rich_help_panel="GPUs and parallelism", help="Accelerator from `kvcalc gpus` (e.g. h200, h100, b200)."),
     gpus: Optional[int] = typer.Option(None, "--gpus", rich_help_panel="GPUs and parallelism", help="GPUs in all; must equal tp x pp x dp (default: that product)."),
     tp: int = typer.Option(1, "--tp", rich_help_panel="GPUs and parallelism", help="Tensor-parallel ranks."),

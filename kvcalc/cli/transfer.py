@@ -26,8 +26,7 @@ def transfer_cmd(
     context: str = typer.Option("8k", "--context", "-c", help="Prompt tokens the prefill computed (the request's "
                                 "cache at hand-off)."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
-    engine: str = engine_option(DEFAULT_ENGINE, "vllm (NixlConnector's blocks), sglang (disaggregation's pages) or exact "
-                                "(the bytes held, no paging)."),
+    engine: str = engine_option(DEFAULT_ENGINE, "The engine whose connector moves the request's cache."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks on each side (the same on both)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help=GPU_HELP),
     link: Optional[str] = typer.Option(None, "--link", help=LINK_HELP),

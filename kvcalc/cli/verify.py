@@ -28,9 +28,8 @@ def verify_cmd(
                                   "bf16, V4-Pro bf16 and fp8 in the exact layout on the article basis, one after the "
                                   "other, measured next to the write-up's 83.9 GiB, 9.62 GiB, 8.7x, 320 and 8 MiB."),
     precision: Optional[str] = typer.Option(None, "--precision", "-p", help="Precision as the model config names it."),
-    engine: str = engine_option(DEFAULT_ENGINE, "The engine whose pools are allocated: vllm (its block pool), sglang "
-                                  "(its token pools, sized for exactly --batch requests) or exact (the analytic "
-                                  "layout: one tensor per component and layer, no pages)."),
+    engine: str = engine_option(DEFAULT_ENGINE, "The engine whose pools are allocated (for exactly --batch requests "
+                                "where it sizes them per request)."),
     basis: str = typer.Option("complete", "--basis", help="With --engine exact: the estimate basis allocated "
                               "(complete: everything a request holds; article: the vLLM write-up's)."),
     batch: int = typer.Option(1, "--batch", "-b", help="Requests to allocate for."),

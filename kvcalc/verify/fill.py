@@ -121,7 +121,7 @@ class Job:
     page_block_size: int = 0  # entries per page of the job's tensor
 
 
-#: the rules of vLLM's V3.2 writer paths for the plan's row formats (kernels/README.md): the latent by
+#: the rules of vLLM's V3.2 writer paths for the plan's row formats (kvcalc_kernels/README.md): the latent by
 #: fused_norm_rope and the indexer key by _fp8_quant_and_cache_write, both from fp32 with the exponent
 #: ceil(log2(scale)) taken in fp32
 _V32_WRITERS = {"fp8_ds_mla": "fp8_ds_mla_fp32log2", "fp8_indexer": "fp8_indexer_v32_fp32log2"}

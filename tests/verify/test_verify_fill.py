@@ -201,7 +201,7 @@ def test_two_ranks_with_gloo():
 
 def test_v32_rows_use_vllms_own_arithmetic(tmp_path):
     # vLLM's V3.2 writers quantise fp32 rows directly and take ceil(log2(scale)) in fp32: the fill writes the
-    # latent as fp8_ds_mla_fp32log2 and the indexer key as fp8_indexer_v32_fp32log2 (kernels/README.md)
+    # latent as fp8_ds_mla_fp32log2 and the indexer key as fp8_indexer_v32_fp32log2 (kvcalc_kernels/README.md)
     import json
 
     from kvcalc.cli import main
