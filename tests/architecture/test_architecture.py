@@ -175,11 +175,16 @@ def test_the_library_returns_data_not_text(module):
     assert not hasattr(Estimate, "formats_text") and not hasattr(Estimate, "basis_text")
 
 
-def test_the_wheel_lists_every_package():
-    """pyproject names its packages one by one: a new subpackage (an engine's folder) must be listed, or the
-    wheel ships without it."""
+def test_the_wheel_ships_every_package():
+    """pyproject discovers its packages (setuptools' find with its include patterns): every package folder under
+    kvcalc/ and kvcalc_kernels/ is found, so a new engine's folder ships without a list to edit."""
     import tomllib
 
-    listed = set(tomllib.loads((PKG.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {".".join(p.relative_to(PKG.parent).parts[:-1]) for p in PKG.rglob("__init__.py")}
-    assert found - listed == set(), sorted(found - listed)
+    from setuptools import find_packages
+
+    root = PKG.parent
+    include = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    shipped = set(find_packages(str(root), include=include))
+    found = {".".join(p.relative_to(root).parts[:-1]) for top in ("kvcalc", "kvcalc_kernels")
+             for p in (root / top).rglob("__init__.py")}
+    assert found and found == shipped, sorted(found ^ shipped)
