@@ -122,8 +122,8 @@ class Engine(ABC):
     #: the cache kinds (kvcalc.specs classes, matched by exact type) the engine pages, as kvcalc models it; any other
     #: kind is refused in one line naming the engine and the kind (None: every kind, as the exact engine counts)
     cache_kinds: ClassVar[frozenset | None] = frozenset()
-    #: names its plans use beside the neutral ones (pool.Layout, pool.GroupKind), for the output schema:
-    #: {"layouts": (...), "kinds": (...)}
+    #: names its plans use beside the neutral ones (pool.Layout, pool.GroupKind, a transfer's block / page / state
+    #: slot / bytes), for the output schemas: {"layouts": (...), "kinds": (...), "units": (...)}
     plan_names: ClassVar[dict] = {}
 
     # ---- settings ---------------------------------------------------------------------------------------
@@ -458,7 +458,7 @@ def format_notes(engine: "Engine", spec, precision, differs: dict[str, str]) -> 
     """One note for each cache the engine stores in another format than the precision names (``differs``:
     component -> the engine's format), with the bytes of an entry (of a layer's state) each way."""
     from ..estimate import PER_TOKEN, stored_component
-    from ..formats import FORMATS
+    from ..formats import get_format
 
     notes = []
     for name, fmt in sorted(differs.items()):
@@ -468,7 +468,7 @@ def format_notes(engine: "Engine", spec, precision, differs: dict[str, str]) -> 
             continue  # the same dtype, a row per token of the span (vLLM's V4 compressor state): no other format
         if comp.per_token:
             was = precision.formats[comp.storage]
-            notes.append(f"{engine.title} stores {name} as {fmt} ({comp.entry_bytes(FORMATS[fmt]):,} B), not the "
+            notes.append(f"{engine.title} stores {name} as {fmt} ({comp.entry_bytes(get_format(fmt)):,} B), not the "
                          f"precision's {mine} ({comp.entry_bytes(was):,} B){engine.format_hint(name, fmt)}")
             continue
         held, was = stored_component(comp, precision, {name: fmt}), stored_component(comp, precision, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..capacity import Refused
+from ..pool import BlockPoolPlan
 from ..errors import with_names
 from ..units import format_bytes
 from .common import NARROW_BELOW, ctx_text, table
@@ -104,8 +105,10 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
         for r in rows:
             e.add_row(*r)
         con.table(e)
-    else:
+    elif isinstance(c.plan, BlockPoolPlan):
         _render_groups(con, c)
+    else:
+        _render_pool_groups(con, c)
     for line in c.fit.lines:
         con.print(line)
     w = c.fit.workload
@@ -116,6 +119,24 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
               f"{par.dp} replica(s) = {c.total_requests:,}{at}.")
     for n in c.notes:
         con.print(f"Note: {with_names(n, FLAGS)}.")
+
+
+def _render_pool_groups(con, c) -> None:
+    """Any other pool's groups, in its own units (an engine whose fit gives no table of its own)."""
+    p = c.plan
+    f = p.figures()
+    g = table()
+    for name, just in (("group", "left"), ("caches", "left"), ("layers", "left"), ("units/req", "right"),
+                       ("reserved", "right"), ("exact", "right")):
+        g.add_column(name, justify=just, no_wrap=name != "caches")
+    for grp in p.groups:
+        g.add_row(f"{grp.index} {grp.kind_name}", grp.label, _layers_text(grp.layers), f"{grp.blocks_per_request:,}",
+                  format_bytes(p.group_reserve(grp)), format_bytes(grp.analytic_bytes))
+    g.add_row("total", "", "", f"{f.units_per_request:,}", format_bytes(p.per_request_bytes),
+              format_bytes(p.analytic_bytes))
+    con.table(g)
+    con.print(f"One request at {ctx_text(p.context)} reserves {format_bytes(p.per_request_bytes)} ({f.units_per_request:,} "
+              f"units of {f.unit_bytes:,} B: {f.grouping}); it holds {format_bytes(p.analytic_bytes)} exactly.")
 
 
 def _render_groups(con, c) -> None:

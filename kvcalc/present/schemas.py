@@ -358,8 +358,11 @@ def _decode() -> tuple[dict, dict]:
 
 
 def _transfer() -> tuple[dict, dict]:
+    from ..engines import engines
+
+    units = ["block", "page", "state slot", "bytes"] + [u for e in engines() for u in e.plan_names.get("units", ())]
     group = obj({"index": COUNT, "kind": STR, "label": STR, "layers": POS,
-                 "unit": {"enum": ["block", "page", "state slot", "bytes"]}, "unit_tokens": COUNT, "units": COUNT,
+                 "unit": {"enum": units}, "unit_tokens": COUNT, "units": COUNT,
                  "unit_bytes": COUNT, "rule": STR, "bytes": COUNT},
                 description="one cache group: `units` blocks / pages (or one state slot) of `unit_bytes`, all the "
                             "group's layers, padding included")
