@@ -121,6 +121,19 @@ class PlanTensor:
         return (len(self.layers), self.num_blocks, self.page_bytes)
 
 
+def longest_context(fits: Callable[[int], bool], limit: int) -> int:
+    """The longest context from 1 to ``limit`` that ``fits`` (a request's cost never shrinks as the context grows:
+    a binary search); 0 where not even one token does."""
+    lo, hi, best = 1, limit, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
 @dataclass(frozen=True)
 class PoolFigures:
     """The figures of a plan's pool that capacity's JSON reports for every engine: its layout and how its groups
@@ -266,15 +279,8 @@ class BlockPoolPlan(PoolPlan):
         """Longest max_model_len (<= limit, default the plan's context) at which ``concurrency`` requests
         fit in the pool's usable blocks; 0 when not even one token does."""
         usable = pool_bytes // self.bytes_per_block - self.null_blocks
-        hi = self.context if limit is None else limit
-        lo, best = 1, 0
-        while lo <= hi:  # blocks per request never shrink as the context grows
-            mid = (lo + hi) // 2
-            if concurrency * self.blocks_at(mid) <= usable:
-                best, lo = mid, mid + 1
-            else:
-                hi = mid - 1
-        return best
+        return longest_context(lambda ctx: concurrency * self.blocks_at(ctx) <= usable,
+                               self.context if limit is None else limit)
 
     def tensors(self, num_blocks: int) -> tuple[PlanTensor, ...]:
         """The views of one shared ``uint8[num_blocks * bytes_per_block]`` buffer, as the engine lays them

@@ -6,18 +6,14 @@ counts it."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import ClassVar
-
 import pytest
 
 from kvcalc import engines
 from kvcalc.errors import KvcalcError
-from kvcalc.specs import CACHE_KINDS, CacheSpec
-from kvcalc.vec import minimum
+from kvcalc.specs import CACHE_KINDS
 
 import toycells  # noqa: E402  (tests/engines is on the path: the engine under test, one module)
+from test_toy_engine import RingCache  # noqa: E402
 
 GIB = 1 << 30
 # Llama-3.1-8B: 32 layers of 8 KV heads of 128. ggml-common.h: a q8_0 block holds 32 values in 34 B, a q4_0 block
@@ -81,26 +77,11 @@ def test_capacity_transfer_and_the_schema_on_the_command_line(cells, cli):
     jsonschema.validate(t, output_schema("transfer"))
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToyRing(CacheSpec):
-    """A cache kind no engine lists: the last ``slots`` tokens of ``dim`` values."""
-
-    kind: ClassVar[str] = "toy_ring"
-    dim: int = 0
-    slots: int = 0
-
-    def entries(self, contexts):
-        return minimum(super().entries(contexts), self.slots)
-
-    def entry_bytes(self, fmt) -> int:
-        return fmt.entry_bytes(self.dim, 0, f"component {self.name}")
-
-
 @pytest.fixture
 def ring_model(monkeypatch):
     from kvcalc.config import parse_model
 
-    monkeypatch.setitem(CACHE_KINDS, "toy_ring", ToyRing)
+    monkeypatch.setitem(CACHE_KINDS, "toy_ring", RingCache)  # a kind no engine lists (test_toy_engine.py's)
     return parse_model({
         "kvcalc": 1, "name": "ring-model", "max_context": 1 << 20, "precisions": {"bf16": {"kv": "bf16"}},
         "default_precision": "bf16", "components": {"ring": {"cache": "toy_ring", "dim": 64, "slots": 1000}},

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ...pool import GroupKind, PlanGroup, PoolFigures, PoolPlan
+from ...pool import GroupKind, PlanGroup, PoolFigures, PoolPlan, longest_context
 from ...specs import ChunkedAttention, FixedState, RecurrentState
 
 
@@ -59,12 +59,5 @@ class ExactPlan(PoolPlan):
 
     def max_context(self, pool_bytes: int, concurrency: int = 1, limit: int | None = None) -> int:
         """Longest context (<= limit, default the plan's) at which ``concurrency`` requests' exact bytes fit."""
-        hi = self.context if limit is None else limit
-        lo, best = 1, 0
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if concurrency * self.bytes_at(mid) <= pool_bytes:
-                best, lo = mid, mid + 1
-            else:
-                hi = mid - 1
-        return best
+        return longest_context(lambda ctx: concurrency * self.bytes_at(ctx) <= pool_bytes,
+                               self.context if limit is None else limit)

@@ -34,20 +34,22 @@ class PoolConfigurator(ABC):
     grouping: str = ""
     layout_name: str = "layer-outermost"  # how capacity's JSON names the pool layout
 
+    layout: object  # the family's resolved layout (sizing.Layout, dsv4.V4Layout): its page, dtype and radix
+
     @property
-    @abstractmethod
     def page(self) -> int:
         """Tokens per page after the model's overrides."""
+        return self.layout.page
 
     @property
-    @abstractmethod
     def kv_dtype(self) -> str:
         """SGLang's --kv-cache-dtype as resolved."""
+        return self.layout.kv_dtype
 
     @property
-    @abstractmethod
     def radix(self) -> bool:
         """The radix cache is on (a shared prefix is held once)."""
+        return self.layout.radix
 
     @abstractmethod
     def plan(self, job) -> "SglangPlan":
@@ -116,18 +118,6 @@ class DefaultPools(PoolConfigurator):
     sglang_class = "DefaultPoolConfigurator"
     grouping = "one token pool per cache family (SGLang's pool configurators)"
 
-    @property
-    def page(self) -> int:
-        return self.layout.page
-
-    @property
-    def kv_dtype(self) -> str:
-        return self.layout.kv_dtype
-
-    @property
-    def radix(self) -> bool:
-        return self.layout.radix
-
     def plan(self, job) -> SglangPlan:
         return _token_pool_plan(job, self)
 
@@ -182,18 +172,6 @@ class DSV4Pools(PoolConfigurator):
     sglang_class = "DSV4PoolConfigurator"
     grouping = "DSV4PoolConfigurator (ratio mode)"
     layout_name = "block-outermost"
-
-    @property
-    def page(self) -> int:
-        return self.layout.page
-
-    @property
-    def kv_dtype(self) -> str:
-        return self.layout.kv_dtype
-
-    @property
-    def radix(self) -> bool:
-        return self.layout.radix
 
     def plan(self, job) -> SglangPlan:
         return _v4_plan(job, self)

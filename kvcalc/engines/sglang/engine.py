@@ -211,16 +211,10 @@ class SglangEngine(Engine):
     def max_context(self, plans, pool, concurrency, limit, settings, parallel) -> int:
         """Requests of L tokens that fit never grow with L (the pools do not depend on it): a binary search on
         the engine's own count."""
+        from ...pool import longest_context
         from .report import requests_at
 
-        lo, hi, best = 1, limit, 0
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if requests_at(plans, pool, settings, mid) >= concurrency:
-                best, lo = mid, mid + 1
-            else:
-                hi = mid - 1
-        return best
+        return longest_context(lambda ctx: requests_at(plans, pool, settings, ctx) >= concurrency, limit)
 
     def workload_room(self, p, pool: int, fit) -> int:
         return fit.figures.max_total_num_tokens
