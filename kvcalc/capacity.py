@@ -141,9 +141,6 @@ def capacity(
     args.instance(gpu, "gpu", (str, GPU), "a GPU name or a kvcalc.hardware.GPU", optional=True)
     args.name(precision, "precision", optional=True)
     parallel.check()
-    if settings is not None and not isinstance(settings, eng.Settings):
-        raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
-                          f"(get_engine({quote(eng.name)}).settings(...)), got {type(settings).__name__}", param="settings")
     dev = resolve_gpu(gpu)
     # the engine's defaults for this GPU and model (vLLM's batch limits, SGLang's chunk), as the CLI builds them
     settings = eng.resolve(settings, gpu=dev, model=spec, parallel=parallel, context=context)

@@ -78,12 +78,7 @@ def plan(
     args.integer(stage, "stage", 0, MAX_RANKS, optional=True)
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:
         raise KvcalcError(f"context: must be a positive integer, got {quote(context)}", param="context")
-    settings = settings if settings is not None else eng.settings()
-    if not isinstance(settings, eng.Settings):
-        module = type(settings).__module__.split(".")
-        what = f"{module[-2]} ones" if len(module) > 2 and module[0] == "kvcalc" else type(settings).__name__
-        raise KvcalcError(f"settings: the {eng.name} engine takes {eng.name} settings "
-                          f"(get_engine({quote(eng.name)}).settings(...)), got {what}", param="settings")
+    settings = eng.resolve(settings)
     kinds = set(spec.layers) | (set(spec.mtp_layers) if mtp else set())
     eng.check_kinds(spec, [c for c in spec.components if any(c in spec.layer_kinds[k] for k in kinds)])
     eng.check_context(spec, context, settings)

@@ -74,12 +74,24 @@ def where(lengths, i: int, param: str = "request_tokens") -> tuple[str, str | No
     return param, param
 
 
+def _lines(text: str):
+    """The lines of ``text`` one at a time (split at \\n; a \\r before it is stripped with the spaces)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        yield text[start:end]
+        start = end + 1
+
+
 def read_lengths(text: str, source: str) -> Lengths:
     """Request lengths, one a line (blank lines and # comments skipped); each a token count."""
     from .units import parse_tokens
 
     out, lines = [], []
-    for no, line in enumerate(text.splitlines(), 1):
+    # line by line, not splitlines(): a 64 MiB file of short lines would be tens of millions of strings at once
+    for no, line in enumerate(_lines(text), 1):
         item = line.split("#", 1)[0].strip()
         if not item:
             continue

@@ -112,7 +112,9 @@ def load_yaml(path: Path):
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = " ".join((getattr(exc, "problem", None) or str(exc)).split())
+        if len(problem) > 200:  # the parser echoes what it read (a tag, a key): bounded like any quoted value
+            problem = f"{problem[:200]}… ({len(problem):,} characters)"
         raise KvcalcError(f"{where}: malformed YAML: {problem}") from None
     except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
         # a safe constructor rejecting an explicit tag's value (`!!bool 1`, `!!timestamp 2001-13-45`, ...)

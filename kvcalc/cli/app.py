@@ -230,8 +230,10 @@ def _usage_error(exc) -> str:
     message = " ".join(exc.format_message().split())
     # a value echoed back is shortened: 5,000 digits given for an int are not worth 5,000 characters of error
     message = re.sub(r"'([^']{61,})'", lambda m: quote(m.group(1)), message)
+    # ... and so is one click lists unquoted (extra arguments: "(sglang 1111...)")
+    message = re.sub(r"[^\s'()]{61,}", lambda m: quote(m.group(0)), message)
     sub = command.split(" ", 1)[1] if " " in command else ""  # "kvcalc: error:" already names the program
-    return f"{sub + ': ' if sub else ''}{message} (see `{command} --help`)"
+    return _bounded(f"{sub + ': ' if sub else ''}{message} (see `{command} --help`)")
 
 
 def main(argv: list[str] | None = None, application=None) -> None:

@@ -453,7 +453,7 @@ def parse_model(data: Any, path: str) -> ModelSpec:
 
 
 # ---- lookup --------------------------------------------------------------------------------------------
-_CACHE: dict[str, ModelSpec] = {}
+_CACHE: dict[str, ModelSpec] = {}  # shipped configs only: a file by path is read again each time (it may change)
 
 
 def as_model(model, what: str = "model") -> ModelSpec:
@@ -499,9 +499,7 @@ def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
     if key.endswith(".json") or (candidate.is_dir() and (candidate / "config.json").is_file()):
         if not candidate.exists():
             raise KvcalcError(f"{what}: no such config file {quote(key)}", param=what)
-        model = load_hf(candidate)
-        _CACHE[key] = model
-        return model
+        return load_hf(candidate)
     if key.endswith((".yaml", ".yml")) or candidate.exists() or "/" in key:
         path = candidate
         if path.is_dir():
@@ -516,7 +514,8 @@ def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise KvcalcError(f"{what}: unknown model {quote(key)}{hint} (`kvcalc models` lists all)", param=what)
     model = parse_model(load_yaml(path), str(path))
-    _CACHE[key] = model
+    if not looks_like_path and path == config_path(key):  # a shipped config by its name
+        _CACHE[key] = model
     return model
 
 

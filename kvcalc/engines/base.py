@@ -104,6 +104,14 @@ class Capability(str, enum.Enum):
     TRANSFER = "transfer"  # what its prefill/decode connector moves (Engine.transfer_groups)
 
 
+def _what(value) -> str:
+    """What a wrong settings value is, in words: another engine's settings by that engine's name."""
+    module = type(value).__module__.split(".")
+    if len(module) > 2 and module[0] == "kvcalc" and module[1] == "engines":
+        return f"{module[2]} settings"
+    return type(value).__name__
+
+
 class Engine(ABC):
     """One serving engine at one pinned version: its identity and declarations, its settings (:meth:`resolve`), its
     plan of one rank, its budget, and how it counts requests in a pool (:meth:`fit`, :meth:`max_context`, the
@@ -130,8 +138,15 @@ class Engine(ABC):
     def settings(self, values: dict | None = None, *, gpu: "GPU | None" = None, model: "ModelSpec | None" = None):
         """The engine's settings from user values (None or missing: the engine's default, which may depend on
         ``gpu`` and ``model``). Unknown names are refused."""
+        from collections.abc import Mapping
         known = {f.name for f in fields(self.Settings)}
+        if values is not None and not isinstance(values, Mapping):
+            raise KvcalcError(f"settings: the {self.name} engine takes its settings by name (a mapping) or as "
+                              f"get_engine({quote(self.name)}).settings(...), got {_what(values)}", param="settings")
         given = {k: v for k, v in (values or {}).items() if v is not None}
+        for k in given:
+            if not isinstance(k, str):
+                raise KvcalcError(f"settings: names must be strings, got {quote(k)}"[:200], param="settings")
         for k in given:
             if k not in known:
                 raise KvcalcError(f"{k}: not a setting of the {self.name} engine", param=k)

@@ -39,6 +39,8 @@ def test_quote_is_bounded_whatever_the_value():
     (["sweep", "llama-3.1-8b", "-c", "1k", "--format", LONG], "--format"),
     (["schema", "--output", LONG], "--output"),
     (["estimate", "llama-3.1-8b", "--batch", "9" * 5000], "estimate: Invalid value for '--batch'"),
+    (["gpus", "sglang", "1" * 5000], "gpus: Got unexpected extra argument(s) (sglang '111"),
+    (["show", "3", "0.83", LONG], "show: Got unexpected extra argument(s) (0.83 'xxx"),
 ])
 def test_a_100k_value_gives_a_short_error_naming_its_flag(cli, argv, flag):
     _one_line(cli(*argv), flag)
@@ -166,3 +168,72 @@ def test_plot_marks_a_models_max_context(cli, tmp_path):
     assert d["warnings"] and d["warnings"][0].startswith("llama-3.1-8b: context 262,144 (256k) exceeds")
     assert "(drawn faded past it)" in r.err
     assert "max_context 128k" in (tmp_path / "m.svg").read_text()
+
+
+# ---- found by the full fuzz (reports/fuzz.json) ----------------------------------------------------------------
+@pytest.mark.parametrize("value,what", [("vllm", "str"), (1024, "int"), ([1, 2], "list"), ({"fp8"}, "set")])
+def test_settings_that_are_not_a_mapping_are_one_line_in_every_api(value, what):
+    from kvcalc.capacity import capacity
+    from kvcalc.errors import KvcalcError
+    from kvcalc.plan import plan
+    from kvcalc.transfer import transfer
+
+    want = ("settings: the vllm engine takes its settings by name (a mapping) or as get_engine('vllm').settings(...), "
+            f"got {what}")
+    for call in (lambda: transfer("llama-3.1-8b", 100, settings=value),
+                 lambda: capacity("llama-3.1-8b", 100, kv_memory=10 << 30, settings=value),
+                 lambda: plan("llama-3.1-8b", 100, settings=value)):
+        with pytest.raises(KvcalcError) as e:
+            call()
+        assert str(e.value) == want
+
+
+def test_settings_by_name_are_taken_by_every_api():
+    from kvcalc.capacity import capacity
+    from kvcalc.plan import plan
+    from kvcalc.transfer import transfer
+
+    # vLLM's block of 16 tokens (the default on Hopper for llama): 8k tokens are 512 blocks either way
+    assert plan("llama-3.1-8b", 8192, settings={"block_size": 32}).groups[0].blocks_per_request == 256
+    assert capacity("llama-3.1-8b", 8192, kv_memory=10 << 30, settings={"block_size": 32}).plan.groups[0].block_size \
+        == 32
+    assert transfer("llama-3.1-8b", 8192, settings={"block_size": 32}).plan.groups[0].units == 256
+
+
+def test_a_config_file_changed_on_disk_is_read_again(tmp_path):
+    from kvcalc.config import load_model
+
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2,
+                             "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+                             "vocab_size": 1000, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}))
+    assert len(load_model(str(f)).layers) == 2
+    f.write_text(f.read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": 3'))
+    assert len(load_model(str(f)).layers) == 3
+    y = tmp_path / "m.yaml"
+    from kvcalc.config.loader import config_path
+
+    y.write_text(config_path("llama-3.1-8b").read_text())
+    first = load_model(str(y))
+    y.write_text(y.read_text().replace("name: llama-3.1-8b", "name: renamed"))
+    assert (first.name, load_model(str(y)).name) == ("llama-3.1-8b", "renamed")
+
+
+def test_sglang_refuses_a_split_swa_model_with_no_full_layer_in_one_line(cli, tmp_path):
+    # MiMo-V2-Flash's config read as a plain llama: every layer takes its 128-token window, none is full; SGLang
+    # lists the architecture as hybrid SWA, and its all-SWA pool is not planned
+    d = json.loads(open("tests/fixtures/hf/mimo-v2-flash.json").read())
+    d["model_type"] = "llama"
+    (tmp_path / "all-swa.json").write_text(json.dumps(d))
+    r = cli("capacity", "--hf", str(tmp_path / "all-swa.json"), "--kv-memory", "40GiB", "-c", "8k", "--engine", "sglang")
+    _one_line(r, "all-swa: every layer is sliding-window")
+    assert "plan it on vllm or exact" in r.err
+    assert cli("capacity", "--hf", str(tmp_path / "all-swa.json"), "--kv-memory", "40GiB", "-c", "8k").code == 0
+
+
+def test_a_yaml_error_echoing_a_long_tag_stays_short(cli, tmp_path):
+    f = tmp_path / "tag.yaml"
+    f.write_text("name: x\nlayers:\n  a: !!" + "9" * 3000 + " 1\n")
+    r = cli("estimate", str(f))
+    _one_line(r, f"{f}:3:")
+    assert "malformed YAML: could not determine a constructor for the tag" in r.err and "(3," in r.err

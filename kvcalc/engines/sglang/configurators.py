@@ -323,7 +323,13 @@ def create_pool_configurator(job, stages=None) -> PoolConfigurator:
     _check_chunk(s, lay.page)
     if lay.chunk_window and s.sm_major == 9:
         lay = replace(lay, notes=lay.notes + (S.fa3_local_graph_note(lay, job.context),))
-    return HybridSWAPools(lay) if lay.swa_layers and lay.full_layers else DefaultPools(lay)
+    if lay.swa_layers and not lay.full_layers:
+        # pool_configurator.py HybridSWAPoolConfigurator's all-SWA branch (no full pool, max_total_num_tokens is the
+        # SWA pool, pure_swa_radix_cache.py admits requests): its admission is not modelled here
+        raise KvcalcError(f"{job.model.name}: every layer is sliding-window in SGLang {VERSION}'s split SWA pool "
+                          f"({job.model.architecture}); kvcalc does not plan SGLang's all-SWA pool (no full-attention "
+                          "layer); plan it on vllm or exact", param="engine")
+    return HybridSWAPools(lay) if lay.swa_layers else DefaultPools(lay)
 
 
 def _check_chunk(settings, page: int) -> None:
