@@ -160,7 +160,8 @@ def capacity(
     else:
         budget = eng.budget(settings, dev, model=spec, parallel=parallel)
         reserve = _bytes(eng.default_reserve_bytes if reserve_bytes is None else reserve_bytes, "reserve")
-        w_total, w_gpu, w_source = _weights_per_gpu(spec, parallel, stages, weights_bytes)
+        own = eng.weights_on_gpu(plans[0]) if weights_bytes is None else None
+        w_total, w_gpu, w_source = own or _weights_per_gpu(spec, parallel, stages, weights_bytes)
         pool = budget.pool(w_gpu, reserve)
         if pool <= 0:
             raise KvcalcError(

@@ -126,7 +126,7 @@ class Estimate:
                     "total_bytes": int(self.total[i]),
                     "per_sequence_bytes": int(self.per_sequence[i]),
                     "storage": {
-                        role: fmt.name for role, fmt in self.model.precisions[self.precision].formats.items()
+                        role: fmt.name for role, fmt in self.model.precision(self.precision).formats.items()
                     },
                     "layers": [
                         {

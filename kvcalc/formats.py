@@ -332,7 +332,7 @@ FORMATS: dict[str, StorageFormat] = {
                 name=name, description=what, value_bits=bits, group_size=32, scale_bytes=scale, element=element,
                 scale_kind="fp16_min" if scale == 4 else "fp16", order=("scales", "quant"), blocked=True,
                 source=f"ggml/src/ggml-common.h {block} (llama.cpp {_GGML_COMMIT}): {layout}; llama.cpp "
-                       "--cache-type-k / --cache-type-v",
+                       "-ctk / -ctv",
             )
             for name, bits, scale, element, block, layout, what in (
                 ("q8_0", 8, 2, "int8", "block_q8_0", "fp16 d + 32 x int8", "ggml q8_0: 32 int8 values and one fp16 "

@@ -30,7 +30,7 @@ def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: boo
     an engine's, :meth:`Engine.stored_formats`; None: the precision's): heads per rank (replicated when tp exceeds
     them), fixed state split evenly; latents whole."""
     est = estimate(model, context, precision=precision, basis="complete", mtp=mtp, numpy=False, formats=formats)
-    prec = model.precisions[precision]
+    prec = model.precision(precision)
     out = {}
     for layer in est.layers:
         for c in layer.components:

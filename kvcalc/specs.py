@@ -538,11 +538,40 @@ class LinearAttentionState(RecurrentState):
         return self.heads * self.head_dim * self.head_dim
 
 
+@dataclass(frozen=True, kw_only=True)
+class ShortConvState(RecurrentState):
+    """LFM2's short convolution: the last ``conv_kernel - 1`` inputs of every one of ``hidden`` channels, no recurrent
+    part (llama.cpp src/llama-hparams.cpp ``n_embd_r = n_embd x (shortconv.l_cache - 1)``, ``n_embd_s = 0``)."""
+
+    kind: ClassVar[str] = "shortconv"
+    summary: ClassVar[str] = "short-convolution state of the last conv_kernel - 1 inputs (LFM2; fixed per request)"
+
+    conv_kernel: int
+    hidden: int
+
+    def sharded_dims(self) -> tuple[int, int]:
+        return self.hidden, 0
+
+    def ssm_values(self) -> int:
+        return 0
+
+    def fixed_bytes_on_rank(self, fmt: StorageFormat | None, tp: int) -> int:
+        conv, _ = self.dtypes(fmt)
+        cv, _ = self.shard_values(tp)
+        return get_format(conv).entry_bytes(cv, 0, f"component {self.name}")
+
+    def shard_values(self, tp: int) -> tuple[int, int]:
+        if self.hidden % tp:
+            raise KvcalcError(f"tp: {tp} ranks cannot split the {self.hidden} conv channels of component {self.name}",
+                              param="tp")
+        return self.conv_values() // tp, 0
+
+
 CACHE_KINDS: dict[str, type[CacheSpec]] = {
     cls.kind: cls
     for cls in (FullAttention, SlidingWindowAttention, MLALatent, SlidingWindowMLA, CompressedMLA, IndexerCache,
                 FixedState, CompressorState, Mamba2State, GatedDeltaNetState, KDAState, Mamba1State,
-                LinearAttentionState, ChunkedAttention)
+                LinearAttentionState, ChunkedAttention, ShortConvState)
 }
 
 

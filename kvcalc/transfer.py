@@ -153,7 +153,7 @@ def transfer(model, prompt_tokens: int, *, engine: str = DEFAULT_ENGINE, precisi
     p = plan(spec, prompt_tokens, precision=precision, engine=eng.name, settings=settings, tp=tp)
     tplan = eng.transfer_groups(p, spec, prompt_tokens)
     # the bytes held are counted in the formats the engine stores: say where they are not the precision's
-    prec = spec.precisions[p.precision]
+    prec = spec.precision(p.precision)
     tplan = replace(tplan, notes=tplan.notes + precision_notes(eng, spec, prec, asked=precision is not None) + tuple(
         format_notes(eng, spec, prec, format_differences(spec, prec, p.stored_formats))))
     return Transfer(spec.name, eng.name, eng.title, p.precision, prompt_tokens, tp, tplan, p.analytic_bytes,

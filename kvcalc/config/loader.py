@@ -484,6 +484,12 @@ def load_model(name_or_path: str, what: str = "model") -> ModelSpec:
 
 
 def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
+    from .gguf import is_gguf_path
+
+    if is_gguf_path(key):
+        if not candidate.exists():
+            raise KvcalcError(f"{what}: no such GGUF file {quote(key)}", param=what)
+        return load_gguf(candidate, what=what)
     looks_like_path = key.endswith((".yaml", ".yml", ".json")) or "/" in key or os.sep in key
     if not looks_like_path:  # a shipped name wins over a same-named file here, and case does not matter
         name = shipped_name(key)
@@ -517,6 +523,17 @@ def _load_model(key: str, candidate: Path, what: str) -> ModelSpec:
     if not looks_like_path and path == config_path(key):  # a shipped config by its name
         _CACHE[key] = model
     return model
+
+
+def load_gguf(path: str | Path, name: str | None = None, what: str = "model") -> ModelSpec:
+    """The ModelSpec of a GGUF file (its llama.cpp hyperparameters in ``spec.gguf``, its tensors in
+    ``spec.gguf_weights``), through the same loader as YAML files."""
+    from dataclasses import replace
+
+    from .gguf import read_gguf
+
+    hp, cfg, weights = read_gguf(path, name, what)
+    return replace(parse_model(cfg, os.fspath(path)), gguf=hp, gguf_weights=weights)
 
 
 def load_hf(path: str | Path, name: str | None = None) -> ModelSpec:

@@ -111,6 +111,8 @@ class ModelSpec:
     original_max_position_embeddings: int | None = None  # config.json's top-level one (LongRoPE models)
     #: config.json's other context-length fields (model_max_length, seq_length, ...): engines choose among them
     context_fields: dict[str, int] = field(default_factory=dict, compare=False)
+    gguf: object = field(default=None, compare=False, repr=False)  # config.gguf.hparams.GgufHparams, from a GGUF
+    gguf_weights: object = field(default=None, compare=False, repr=False)  # config.gguf.tensors.GgufWeights
 
     def precision(self, name: str | None, what: str = "precision") -> Precision:
         if name is not None and not isinstance(name, str):
@@ -123,10 +125,31 @@ class ModelSpec:
             same = [p for k, p in self.precisions.items() if k.casefold() == name.casefold()]
             if len(same) == 1:
                 return same[0]
+            implicit = self._ggml_precision(name)
+            if implicit is not None:
+                return implicit
             raise KvcalcError(
                 f"{what}: model {self.name} has no precision {quote(name)}; it declares: "
                 f"{', '.join(self.precisions)}", param=what
             ) from None
+
+    def _ggml_precision(self, name: str) -> Precision | None:
+        """llama.cpp's cache types as precisions every model has: ``q8_0`` (``--cache-type-k q8_0 --cache-type-v
+        q8_0``), or ``q8_0/q4_0`` for K and V apart; any state keeps the default precision's format (llama.cpp
+        keeps recurrent state in f32 whatever the cache type)."""
+        from ..formats import FORMATS, KVFormat
+
+        names = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0", "q4_1": "q4_1",
+                 "iq4_nl": "iq4_nl", "q5_0": "q5_0", "q5_1": "q5_1"}
+        parts = name.lower().split("/")
+        if len(parts) > 2 or any(p not in names or names[p] not in FORMATS for p in parts):
+            return None
+        k, v = (FORMATS[names[p]] for p in (parts * 2)[:2])
+        base = self.precisions.get(self.default_precision)
+        formats = dict(base.formats) if base is not None else {}
+        formats["kv"] = k if k is v else KVFormat(k, v)
+        return Precision(name.lower(), formats, "llama.cpp -ctk / -ctv (ggml/src/ggml-common.h "
+                                              "block layouts)")
 
     def kind_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

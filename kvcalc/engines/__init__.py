@@ -18,6 +18,7 @@ _REGISTRY: dict[str, str] = {
     "exact": "kvcalc.engines.exact",
     "vllm": "kvcalc.engines.vllm",
     "sglang": "kvcalc.engines.sglang",
+    "llama.cpp": "kvcalc.engines.llamacpp",
 }
 _LOADED: dict = {}
 

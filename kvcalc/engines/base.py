@@ -222,6 +222,11 @@ class Engine(ABC):
     #: words after a refused kind's line (vLLM: where to go instead)
     kind_hint: ClassVar[str] = ""
 
+    def weights_on_gpu(self, plan) -> tuple[int, int, str] | None:
+        """(total, on the fullest GPU, basis) where the engine knows the weights' bytes itself (llama.cpp: a GGUF's
+        tensors by layer and --n-gpu-layers); None: the model's declared parameter counts apply."""
+        return None
+
     def check_tp(self, model: "ModelSpec", tp: int) -> None:
         """Refuse a tensor-parallel size the engine cannot shard this model over."""
         check_kv_heads_split(model, tp)

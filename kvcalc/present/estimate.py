@@ -29,15 +29,15 @@ def formats_text(e: Estimate) -> str:
     # fixed state that keeps its own dtype (a stated dtype / ssm_dtype) says so beside its role's format
     own = {}
     for c in (c for layer in e.layers for c in layer.components if not c.entry_bytes and c.fixed_bytes):
-        fmt = e.model.precisions[e.precision].formats.get(c.storage)
+        fmt = e.model.precision(e.precision).formats.get(c.storage)
         if fmt is not None and c.format != fmt.name:
             own.setdefault(c.storage, {})[c.name] = c.format
     parts = [
         f"{role}: {fmt.name}" + (f" ({'/'.join(f'{b:,}' for b in sizes[role])} B/entry)" if role in sizes else "")
         + (f" ({'; '.join(f'{n}: {f}' for n, f in own[role].items())})" if role in own else "")
-        for role, fmt in e.model.precisions[e.precision].formats.items()
+        for role, fmt in e.model.precision(e.precision).formats.items()
     ]
-    roles = e.model.precisions[e.precision].formats
+    roles = e.model.precision(e.precision).formats
     states = sorted({c.format for layer in e.layers for c in layer.components
                      if c.fixed_bytes and c.storage not in roles})
     if states:
@@ -64,7 +64,7 @@ def _find_ref(refs: list[Estimate], precision: str) -> Estimate | None:
 
 def _storage(e: Estimate) -> str:
     """'fp8_ds_mla_v4 584 + fp4_indexer 68': each storage role's format and bytes per entry."""
-    formats = e.model.precisions[e.precision].formats
+    formats = e.model.precision(e.precision).formats
     sizes = e.entry_sizes()
     names = {formats[role].name for role in sizes}
     if len(names) == 1:  # 'bf16 1,152 + 256'
