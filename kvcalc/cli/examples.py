@@ -24,6 +24,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                "kvcalc claims --json"),
     "check-log": ("kvcalc check-log vllm.log",
                   "kvcalc check-log sglang.log --engine sglang --json"),
+    "import-gguf": ("kvcalc import-gguf model.gguf -o my-model.yaml", "kvcalc import-gguf model.gguf --json"),
     "import-hf": ("kvcalc import-hf config.json -o my-model.yaml",
                   "kvcalc import-hf config.json --json"),
     "verify": ("kvcalc verify llama-3.1-8b -c 4k",

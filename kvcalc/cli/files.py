@@ -68,6 +68,33 @@ def import_hf_cmd(
         write_out(text)
 
 
+@command("import-gguf")
+def import_gguf_cmd(
+    file: str = typer.Argument(..., metavar="FILE.gguf", help="A GGUF file (its header is read; a metadata-only GGUF will do)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the YAML here (atomically); default: stdout."),
+    name: Optional[str] = typer.Option(None, "--name", help="Model name (default: the output file's stem, else the file's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the config as JSON ({output, config}) instead of YAML."),
+) -> None:
+    """Turn a GGUF's metadata into a kvcalc model config, as llama.cpp loads its layers, every value citing its key.
+    (The llama.cpp engine plans best from the GGUF itself: it also reads llama.cpp's per-layer rules and the weights.)"""
+    from ..config import parse_model
+    from ..config.gguf import read_gguf
+    from ..config.hf import to_yaml
+
+    if name is None and output:
+        name = Path(output).stem
+    _, cfg, _ = read_gguf(file, name, "FILE")
+    parse_model(cfg, file)  # the loader's own checks, before anything is written
+    text = to_yaml(cfg)
+    if output:
+        write_atomic(output, text, "--output")
+        print(f"kvcalc: wrote {output} ({cfg['name']}: {cfg['description']})", file=sys.stderr)
+    if as_json:
+        print_json({"output": output, "config": cfg})
+    elif not output:
+        write_out(text)
+
+
 def write_atomic(path: str, text: str, flag: str) -> None:
     """The one way the CLI writes a file (:func:`kvcalc.safewrite.write_file`: exclusive temporary file,
     atomic replace, nothing left after an error)."""

@@ -384,7 +384,7 @@ _BUILDERS = {
     "estimate": _estimate, "compare": _compare, "capacity": _capacity, "sweep": _sweep,
     "show": lambda: (_model(full=True), {}), "models": lambda: (arr(_model(full=False)), {}),
     "gpus": lambda: (arr(_gpu(full=True)), {}), "claims": _claims, "check-log": _check_log, "verify": _verify,
-    "import-hf": _import_hf, "plot": _plot, "report": _report, "schema": _schema, "decode": _decode,
+    "import-hf": _import_hf, "import-gguf": _import_hf, "plot": _plot, "report": _report, "schema": _schema, "decode": _decode,
     "transfer": _transfer,
 }
 

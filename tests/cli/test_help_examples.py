@@ -14,7 +14,7 @@ from kvcalc.cli.examples import EXAMPLES
 ROOT = Path(__file__).resolve().parents[2]
 FILES = {"vllm.log": "tests/fixtures/logs/synthetic-0.33-llama-3.1-8b.log",
          "sglang.log": "tests/fixtures/logs/synthetic-sglang-0.5.23-llama-3.1-8b.log",
-         "config.json": "tests/fixtures/hf/qwen3-8b.json"}
+         "config.json": "tests/fixtures/hf/qwen3-8b.json", "model.gguf": "tests/fixtures/gguf/llamacpp-gpt-oss.gguf"}
 
 
 def _commands() -> set[str]:

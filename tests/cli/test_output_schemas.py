@@ -121,6 +121,8 @@ CASES = {
     ],
     "import-hf": [["import-hf", HF / f"{m}.json", "--json"]
                   for m in ("llama-3.1-8b", "deepseek-v3.2", "deepseek-v4-flash", "qwen3-next-80b-a3b", "gpt-oss-20b")],
+    "import-gguf": [["import-gguf", ROOT / f"tests/fixtures/gguf/llamacpp-{m}.gguf", "--json"]
+                    for m in ("gpt-oss", "deepseek2-mla-nextn", "qwen3next", "nemotron_h-mtp-ff0", "gemma3n")],
     "report": [["report", "--check", "--json"]],
     "decode": [
         ["decode", "deepseek-v4-pro", "-p", "fp8", "--json"],

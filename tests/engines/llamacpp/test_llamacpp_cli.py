@@ -1,0 +1,114 @@
+"""llama.cpp through the command line and the API, as a user runs it: a GGUF file in, --engine llama.cpp, ggml
+cache types as precisions; hostile GGUFs refused in one line. Expected figures are hand arithmetic written here."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+GGUF = ROOT / "tests/fixtures/gguf"
+
+
+def test_llama_3_1_8b_q8_0_by_hand(cli):
+    # 32 layers x 8 KV heads x 128 = 1,024 values of K and of V a token; q8_0 stores 32 values in 34 B:
+    # 1,024 / 32 x 34 = 1,088 B each, 2,176 B a token a layer; x 32 layers x 4,096 tokens = 285,212,672 B
+    r = cli("estimate", "llama-3.1-8b", "-p", "q8_0", "-c", "4096", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)[0]["total_bytes"] == 32 * 2 * 1024 // 32 * 34 * 4096 == 285_212_672
+
+
+def test_capacity_engine_llama_cpp_on_a_shipped_model(cli):
+    # llama-server, --parallel 2 (two streams), -c 16384: n_ctx_seq = 8,192 cells; f16 K and V of 1,024 values
+    # (2,048 B each) in 32 layers: 2 x 8,192 x 32 x 2 x 2,048 B = 2,147,483,648 B, one CUDA0 buffer (128-aligned)
+    r = cli("capacity", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "llama.cpp", "-c", "8192", "--parallel", "2",
+            "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert (d["n_ctx"], d["n_ctx_seq"], d["n_seq_max"], d["n_stream"]) == (16384, 8192, 2, 2)
+    assert d["memory_bytes"] == d["cache_gpu_bytes"] == 2 * 8192 * 32 * 2 * 2048 == 2_147_483_648
+    assert d["caches"] == [{"kind": "kv", "cells": 8192, "layers": 32, "k_bytes": 1 << 30, "v_bytes": 1 << 30,
+                            "r_bytes": 0, "s_bytes": 0, "buffers": {"CUDA0": 1 << 31}}]
+    assert "llama_kv_cache:      CUDA0 KV buffer size =  2048.00 MiB" in d["log"]
+
+
+def test_a_gguf_file_plans_as_llama_cpp_logs_it(cli):
+    # gpt-oss fixture: 4 layers, 2 SWA (window 128) + 2 full, 2 KV heads x 64 = 128 values; -c 4096 -np 1
+    # --no-swa-full: full cache 4,096 cells x 2 layers x (128 x 2 B) x 2 = 4 MiB; SWA cells
+    # pad(min(4096, 128 + 512), 256) = 768 -> 768 x 2 x 256 x 2 = 786,432 B
+    r = cli("capacity", str(GGUF / "llamacpp-gpt-oss.gguf"), "--gpu", "h100-sxm", "--engine", "llama.cpp",
+            "-c", "4096", "--parallel", "1", "--no-swa-full", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert [(c["kind"], c["cells"], c["k_bytes"] + c["v_bytes"]) for c in d["caches"]] == \
+        [("kv", 4096, 4096 * 2 * 256 * 2), ("swa", 768, 786_432)]
+    assert d["weights_bytes"] == 5_020_288  # llama.cpp's own model size for this file (the fixture)
+
+
+def test_quantized_v_without_flash_attention_is_refused_in_llama_cpp_words(cli):
+    r = cli("capacity", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "llama.cpp", "-c", "4096",
+            "--cache-type-v", "q8_0", "--flash-attn", "off")
+    assert r.code == 2 and r.out == ""
+    assert r.err.count("\n") == 1 and "quantized V cache requires flash_attn to be enabled" in r.err
+    assert r.err.startswith("kvcalc: error: --flash-attn:")
+
+
+def test_mla_with_different_k_and_v_types_is_refused(cli):
+    r = cli("capacity", str(GGUF / "llamacpp-deepseek2-mla.gguf"), "--gpu", "h100-sxm", "--engine", "llama.cpp",
+            "-c", "4096", "--cache-type-k", "q8_0", "--cache-type-v", "f16")
+    assert r.code == 2 and "model does not support different K (q8_0) and V (f16) cache types" in r.err
+
+
+def test_import_gguf_and_estimate(cli, tmp_path):
+    out = tmp_path / "m.yaml"
+    r = cli("import-gguf", str(GGUF / "llamacpp-qwen3next.gguf"), "-o", str(out))
+    assert r.code == 0, r.err
+    r2 = cli("estimate", str(out), "-c", "4096", "--json")
+    r3 = cli("estimate", str(GGUF / "llamacpp-qwen3next.gguf"), "-c", "4096", "--json")
+    assert r2.code == r3.code == 0
+    assert json.loads(r2.out)[0]["total_bytes"] == json.loads(r3.out)[0]["total_bytes"]
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"GGUF" + struct.pack("<I", 7) + bytes(16), "version 7"),
+    (b"NOPE" + bytes(40), "is not a GGUF file"),
+    (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1 << 40), "more than"),
+    (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 5) + b"ab", "runs past the end"),
+    (b"GGUF" + struct.pack("<IQQ", 3, 1 << 30, 0), "more than"),
+])
+def test_hostile_gguf_is_one_line(cli, tmp_path, data, words):
+    p = tmp_path / "bad.gguf"
+    p.write_bytes(data)
+    r = cli("estimate", str(p))
+    assert r.code == 2 and r.err.count("\n") == 1 and words in r.err, r.err
+    assert "Traceback" not in r.err
+
+
+def test_gguf_without_architecture_or_an_unplanned_one(cli, tmp_path):
+    from gguf import GGUFWriter
+
+    p = tmp_path / "x.gguf"
+    w = GGUFWriter(str(p), "rwkv7")
+    w.add_context_length(4096)
+    w.add_embedding_length(64)
+    w.add_block_count(2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = cli("estimate", str(p))
+    assert r.code == 2 and "'rwkv7' is not one kvcalc reads" in r.err and r.err.count("\n") == 1
+
+
+def test_the_engine_stays_torch_free():
+    import subprocess
+    import sys
+
+    code = ("import sys; from kvcalc.capacity import capacity; "
+            "capacity('llama-3.1-8b', 8192, gpu='h100-sxm', engine='llama.cpp'); "
+            "capacity('tests/fixtures/gguf/llamacpp-gemma3n.gguf', 4096, gpu='h100-sxm', engine='llama.cpp'); "
+            "assert 'torch' not in sys.modules and 'triton' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
