@@ -248,7 +248,7 @@ class LlamaCppEngine(Engine):
         if fixed is None:  # -c sized to give every slot the request's context (llama-server's own -c 0: n_ctx_train)
             n_ctx = n_ctx_for(C, ln.n_seq_max)
             ln = replace(ln, defaults=ln.defaults + (
-                f"-c {n_ctx:,} = {C:,} tokens x {ln.n_seq_max} slot(s) ({{ctx_size}} sets it; llama-server's own -c 0 "
+                f"-c {n_ctx:,} = {C:,} tokens x {ln.n_seq_max} slot(s) (kvcalc's context; -c given to kvcalc sets it; llama-server's own -c 0 "
                 f"would ask n_ctx_train{'' if ln.kv_unified else ' x slots'})",) if ln.frontend == "llama-server"
                 else ln.defaults)
         else:
