@@ -50,13 +50,19 @@ def import_hf_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the config as JSON ({output, config}) instead of YAML."),
 ) -> None:
     """Turn a Hugging Face config.json into a kvcalc model config, every value citing its field."""
-    from ..config import parse_model
-    from ..config.hf import import_config, locate, read_config, to_yaml
+    from ..config.hf import import_config, locate, read_config
 
     data, file = read_config(locate(config, "CONFIG"))
     if name is None and output:
         name = Path(output).stem
-    cfg = import_config(data, file, name)
+    _emit_config(import_config(data, file, name), file, output, as_json)
+
+
+def _emit_config(cfg: dict, file: str, output: str | None, as_json: bool) -> None:
+    """An imported config, checked by the loader before anything is written, to ``output`` and / or stdout."""
+    from ..config import parse_model
+    from ..config.hf import to_yaml
+
     parse_model(cfg, file)  # the loader's own checks, before anything is written
     text = to_yaml(cfg)
     if output:
@@ -77,22 +83,11 @@ def import_gguf_cmd(
 ) -> None:
     """Turn a GGUF's metadata into a kvcalc model config, as llama.cpp loads its layers, every value citing its key.
     (The llama.cpp engine plans best from the GGUF itself: it also reads llama.cpp's per-layer rules and the weights.)"""
-    from ..config import parse_model
     from ..config.gguf import read_gguf
-    from ..config.hf import to_yaml
 
     if name is None and output:
         name = Path(output).stem
-    _, cfg, _ = read_gguf(file, name, "FILE")
-    parse_model(cfg, file)  # the loader's own checks, before anything is written
-    text = to_yaml(cfg)
-    if output:
-        write_atomic(output, text, "--output")
-        print(f"kvcalc: wrote {output} ({cfg['name']}: {cfg['description']})", file=sys.stderr)
-    if as_json:
-        print_json({"output": output, "config": cfg})
-    elif not output:
-        write_out(text)
+    _emit_config(read_gguf(file, name, "FILE")[1], file, output, as_json)
 
 
 def write_atomic(path: str, text: str, flag: str) -> None:
