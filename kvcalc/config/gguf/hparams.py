@@ -28,6 +28,15 @@ HYBRID = {"jamba", "falcon-h1", "granitehybrid", "lfm2", "lfm2moe", "nemotron_h"
 ATTENTION = {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3vl", "qwen3vlmoe", "mistral3", "phi3", "gemma",
              "gemma2", "gemma3", "gemma3n", "gpt-oss", "deepseek2", "llama4", "command-r", "cohere2", "minimax-m2"}
 SUPPORTED = ATTENTION | RECURRENT | HYBRID
+#: architectures llama.cpp keeps in a cache class of its own, which kvcalc does not model (and why)
+NOT_PLANNED = {
+    "deepseek32": "llama.cpp keeps DeepSeek V3.2's MLA and indexer caches in a cache class of its own "
+                  "(llama-model.cpp create_memory: LLM_ARCH_DEEPSEEK32), which kvcalc does not model",
+    "glm-dsa": "llama.cpp keeps GLM's DSA caches in a cache class of its own (create_memory: LLM_ARCH_GLM_DSA), which "
+               "kvcalc does not model",
+    "deepseek4": "llama.cpp keeps DeepSeek V4's compressed caches in a cache class of its own (create_memory: "
+                 "LLM_ARCH_DEEPSEEK4), which kvcalc does not model",
+}
 
 
 @dataclass(frozen=True)

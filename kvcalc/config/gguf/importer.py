@@ -8,15 +8,8 @@ import re
 from pathlib import Path
 
 from ...errors import KvcalcError
-from .hparams import ATTENTION, HYBRID, RECURRENT, SUPPORTED, GgufHparams
+from .hparams import HYBRID, NOT_PLANNED, RECURRENT, SUPPORTED, GgufHparams
 from .reader import GgufHeader
-
-#: what llama.cpp keeps in a cache class of its own, which kvcalc does not model
-NOT_PLANNED = {
-    "deepseek32": "DeepSeek V3.2's MLA and indexer caches (llama-model.cpp create_memory: LLM_ARCH_DEEPSEEK32)",
-    "glm-dsa": "GLM's DSA caches (create_memory: LLM_ARCH_GLM_DSA)",
-    "deepseek4": "DeepSeek V4's compressed caches (create_memory: LLM_ARCH_DEEPSEEK4)",
-}
 
 
 def _src(h: GgufHeader, key: str, what: str = "") -> str:
@@ -119,7 +112,7 @@ def gguf_config(h: GgufHeader, hp: GgufHparams, name: str | None = None) -> dict
     """The kvcalc config (a dict ready for YAML) of a GGUF."""
     a = hp.arch
     if a in NOT_PLANNED:
-        raise KvcalcError(f"model: {h.path}: llama.cpp architecture {a!r}: kvcalc does not model {NOT_PLANNED[a]}",
+        raise KvcalcError(f"model: {h.path}: llama.cpp architecture {a!r}: {NOT_PLANNED[a]}",
                           param="model")
     if a not in SUPPORTED:
         raise KvcalcError(f"model: {h.path}: llama.cpp architecture {a!r} is not one kvcalc reads (it reads: "

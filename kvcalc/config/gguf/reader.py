@@ -181,14 +181,3 @@ def read_header(path: str | os.PathLike, what: str = "model") -> GgufHeader:
         data_offset = (b.pos + alignment - 1) // alignment * alignment
     return GgufHeader(os.fspath(path), version, meta, lengths, tuple(tensors), alignment, data_offset, b.size)
 
-
-def is_gguf(path: str | os.PathLike) -> bool:
-    """Whether the file at ``path`` starts with GGUF's magic (a name ending .gguf counts without reading)."""
-    key = os.fspath(path)
-    if key.lower().endswith(".gguf"):
-        return True
-    try:
-        with open(key, "rb") as f:
-            return f.read(4) == MAGIC
-    except OSError:
-        return False

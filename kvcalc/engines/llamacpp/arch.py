@@ -14,6 +14,9 @@ its checkpoint was saved as, and llama.cpp's converter (``convert_hf_to_gguf.py`
 
 from __future__ import annotations
 
+# which architectures kvcalc plans, what each keeps (create_memory's branches) and why some are not planned: one
+# table, the GGUF reader's (a config's architecture is checked against the same)
+from ...config.gguf.hparams import ATTENTION, HYBRID, NOT_PLANNED, RECURRENT, SUPPORTED  # noqa: F401
 from ...errors import KvcalcError, quote
 
 #: Hugging Face class -> llama.cpp architecture (conversion/*.py @ModelBase.register ... model_arch)
@@ -40,28 +43,10 @@ FROM_HF: dict[str, str] = {
     "KimiLinearForCausalLM": "kimi-linear",
 }
 
-#: architectures whose cache kvcalc plans as llama.cpp 0c1e57098 allocates it (create_memory's default branch)
-ATTENTION = {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3vl", "qwen3vlmoe", "mistral3", "phi3", "gemma2",
-             "gemma3", "gemma3n", "gpt-oss", "deepseek2", "llama4", "command-r", "cohere2", "minimax-m2"}
-RECURRENT = {"mamba", "mamba2"}  # llm_arch_is_recurrent (llama-arch.cpp)
-HYBRID = {"jamba", "falcon-h1", "granitehybrid", "lfm2", "lfm2moe", "nemotron_h", "nemotron_h_moe", "qwen3next",
-          "qwen35", "qwen35moe"}  # llm_arch_is_hybrid (llama-arch.cpp)
-SUPPORTED = ATTENTION | RECURRENT | HYBRID
-
 #: the window each architecture keeps (its load_arch_hparams): "standard", "chunked", or None (every layer full)
 SWA_TYPE: dict[str, str | None] = {"gemma2": "standard", "gemma3": "standard", "gemma3n": "standard",
                                    "cohere2": "standard", "gpt-oss": "standard", "lfm2": "standard",
                                    "lfm2moe": "standard", "llama4": "chunked"}
-
-#: why an architecture that llama.cpp runs is not planned here
-NOT_PLANNED = {
-    "deepseek32": "llama.cpp keeps DeepSeek V3.2's MLA and indexer caches in a cache class of its own "
-                  "(llama-model.cpp create_memory: LLM_ARCH_DEEPSEEK32), which kvcalc does not model",
-    "glm-dsa": "llama.cpp keeps GLM's DSA caches in a cache class of its own (create_memory: LLM_ARCH_GLM_DSA), which "
-               "kvcalc does not model",
-    "deepseek4": "llama.cpp keeps DeepSeek V4's compressed caches in a cache class of its own (create_memory: "
-                 "LLM_ARCH_DEEPSEEK4), which kvcalc does not model",
-}
 
 #: why a layer's window is not kept, per architecture that has one in its config but not in its cache
 WINDOW_DROPPED = {

@@ -8,11 +8,11 @@ from typing import Callable
 from ...errors import KvcalcError
 from ...pool import GroupKind, PlanGroup, PlanPage, PoolFigures, PoolPlan, longest_context
 from ...units import GIB, format_bytes
-from ..base import Budget, BudgetStep, Capability, Engine, EngineFigures, Fit
+from ..base import Budget, BudgetStep, Engine, EngineFigures, Fit
 from . import layout as L
 from .ggml import KVCALC_FORMAT, buffer_bytes
 from .launch import Launch, launch
-from .options import BUNDLE, CACHE_TYPE_NAMES, FRONTENDS, NAME, OPTIONS, SUMMARY, TITLE, VERSION
+from .options import CACHE_TYPE_NAMES, FRONTENDS, NAME, OPTIONS, SUMMARY, TITLE, VERSION
 
 #: the margin llama-server's memory fit leaves on each device (common/common.h fit_params_target: 1 GiB); the
 #: compute buffers it sizes are not modelled
@@ -307,20 +307,7 @@ class LlamaCppEngine(Engine):
         """The longest n_ctx asked (a multiple of 256 per stream) whose caches fit ``pool`` on the GPU."""
         slots = plan.allocation.cparams.n_seq_max
         step = L.CTX_PAD * (1 if plan.launch.kv_unified else slots)
-        fits = lambda k: plan.at(slots, k * step).gpu_bytes <= pool  # noqa: E731
-        if not fits(1):
-            return 0
-        hi = 1
-        while hi < (1 << 32) // step and fits(hi * 2):
-            hi *= 2
-        lo, hi = hi, min(hi * 2, (1 << 32) // step)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo * step
+        return longest_context(lambda k: plan.at(slots, k * step).gpu_bytes <= pool, (1 << 32) // step) * step
 
     def _max_parallel(self, plan: LlamaPlan, pool: int) -> int | None:
         """The most slots of the plan's context whose caches fit ``pool`` (the front end's -c sized to hold them all,
@@ -328,17 +315,7 @@ class LlamaCppEngine(Engine):
         if plan.launch.n_ctx is not None:
             return None
         C = plan.context
-        fits = lambda n: plan.at(n, plan.n_ctx_for(C, n)).gpu_bytes <= pool  # noqa: E731
-        if not fits(1):
-            return 0
-        lo, hi = 1, L.LLAMA_MAX_SEQ
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return longest_context(lambda n: plan.at(n, plan.n_ctx_for(C, n)).gpu_bytes <= pool, L.LLAMA_MAX_SEQ)
 
     def fit(self, plans: list, pool: int, settings, parallel) -> Fit:
         p: LlamaPlan = plans[0]

@@ -108,12 +108,7 @@ class ModelCaches:
 
 def from_gguf(hp) -> ModelCaches:
     """A GGUF's layers, with create_memory's filters for its architecture (llama-model.cpp create_memory)."""
-    arch = hp.arch
-    if arch in A.NOT_PLANNED:
-        raise KvcalcError(f"{hp.name or arch}: llama.cpp architecture {arch!r}: {A.NOT_PLANNED[arch]}", param="model")
-    if arch not in A.SUPPORTED:
-        raise KvcalcError(f"{hp.name or arch}: llama.cpp architecture {arch!r} is not planned by kvcalc (it plans: "
-                          f"{', '.join(sorted(A.SUPPORTED))})", param="model")
+    arch = hp.arch  # a planned one: the GGUF importer refused the rest
     n_layer = hp.n_layer
     out = []
     for lay in hp.layers:
@@ -456,7 +451,7 @@ def _f32_mib(n: int) -> float:
     return struct.unpack("f", struct.pack("f", float(n)))[0] / MIB
 
 
-def _attn_rot(mc: ModelCaches, c: Cache, t: GgmlType, head_all: int, model_head: int) -> int:
+def _attn_rot(t: GgmlType, head_all: int, model_head: int) -> int:
     """llama_kv_cache's attn_rot_k / _v: a quantized type, one head size over the cache's layers, a multiple of 64."""
     return int(head_all > 0 and t.quantized and model_head % 64 == 0)
 
@@ -496,9 +491,9 @@ def log_lines(mc: ModelCaches, cp: Cparams, caches: tuple[Cache, ...]) -> list[s
         out.append(f"llama_kv_cache: size = {_f32_mib(c.size_bytes):7.2f} MiB ({c.cells:6d} cells, "
                    f"{c.logged_layers:3d} layers, {cp.n_seq_max:2d}/{cp.n_stream} seqs), K ({cp.type_k.name}): "
                    f"{_f32_mib(c.k_bytes):7.2f} MiB, V ({cp.type_v.name}): {_f32_mib(c.v_bytes):7.2f} MiB")
-        out.append(f"llama_kv_cache: attn_rot_k = {_attn_rot(mc, c, cp.type_k, c.head_k_all, mc.head_k_model)}, "
+        out.append(f"llama_kv_cache: attn_rot_k = {_attn_rot(cp.type_k, c.head_k_all, mc.head_k_model)}, "
                    f"n_embd_head_k_all = {c.head_k_all}")
-        out.append(f"llama_kv_cache: attn_rot_v = {_attn_rot(mc, c, cp.type_v, c.head_v_all, mc.head_v_model)}, "
+        out.append(f"llama_kv_cache: attn_rot_v = {_attn_rot(cp.type_v, c.head_v_all, mc.head_v_model)}, "
                    f"n_embd_head_k_all = {c.head_v_all}")
     return out
 
