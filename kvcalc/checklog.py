@@ -82,7 +82,9 @@ def _not_read(text: str, source: str, tried: list, engine: str | None) -> str:
                     break
             except KvcalcError:
                 continue
-    return f"file: {name} has no {' or '.join(_title(eng) for eng, _ in tried)} start-up lines ({holds})"
+    titles = [_title(eng) for eng, _ in tried]
+    which = titles[0] if len(titles) == 1 else f"{', '.join(titles[:-1])} or {titles[-1]}"
+    return f"file: {name} has no {which} start-up lines ({holds})"
 
 
 def _holds(text: str) -> str:
@@ -164,7 +166,7 @@ def check_log(text: str, source: str = "log", *, engine: str | None = None, mode
     missing = []  # everything the plan needs that the log does not give, asked for at once
     if spec is None:
         missing.append(f"the model: the log's {quote(reader.model_id(facts) or '(not logged)')} matches no kvcalc "
-                       "config by its Hugging Face id ({{model_option}} NAME)")
+                       f"config by its Hugging Face id ({{{{model_option}}}} {reader.model_hint})")
     context = reader.context(facts) or (spec.max_context if reader.context_defaults_to_model and spec else None)
     if not context:
         missing.append(f"the context: {reader.no_context}")

@@ -7,8 +7,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import KvcalcError
-from .app import (CONTEXT_HELP, HF_MANY_HELP, PRECISION_HELP, basis_option, command, console, hf_option,
-                  json_option, print_json, warn)
+from .app import (CONTEXT_HELP, ENGINE_HELP, HF_MANY_HELP, PRECISION_HELP, basis_option, command, console,
+                  hf_option, json_option, print_json, warn)
 from .files import hf_path
 
 
@@ -46,6 +46,8 @@ def estimate_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON: a list, one object per model, precision and context."),
     compact: bool = typer.Option(False, "--compact", help="With --json: one object per model and precision, contexts "
                                  "as columns, bytes per layer kind instead of per layer (fast for many contexts)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Also what this engine reserves for one request at "
+                                         f"each context, with its own defaults ({ENGINE_HELP})."),
 ) -> None:
     """KV cache bytes per sequence at a context length, with a per-layer breakdown and its basis."""
     from ..present import estimate as P
@@ -54,6 +56,8 @@ def estimate_cmd(
 
     if compact and not as_json:
         raise KvcalcError("--compact: only with --json")
+    if engine is not None and compact:
+        raise KvcalcError("--engine: not with --compact (one object per context carries the engine's figures)")
     contexts = parse_token_list(context)
     if hf is not None:
         models = [*(models or []), hf_path(hf)]
@@ -66,8 +70,15 @@ def estimate_cmd(
     # the reference is counted on the same basis, batch and MTP setting as the rows it is compared with
     refs = _estimates([vs], contexts, ["all"], basis, batch, mtp, what="--vs") if vs else []
     warn(dict.fromkeys(w for r in results + refs for w in r.warnings))
+    reserved = _engine_requests(engine, results, mtp) if engine is not None else None
     if as_json:
-        print_json([r.to_columns() for r in results] if compact else P.estimates_json(results, refs))
+        if compact:
+            print_json([r.to_columns() for r in results])
+            return
+        out = P.estimates_json(results, refs)
+        for d, one in zip(out, reserved or ()):
+            d["engine"] = one
+        print_json(out)
         return
     con = console()
     single = not headline and len(models) == 1 and len(results) == 1 and not refs
@@ -79,6 +90,29 @@ def estimate_cmd(
     elif not headline and len(models) == 1:
         for r in results:
             P.render_kinds(con, r)
+    if reserved:
+        P.render_engine_requests(con, results, reserved)
+
+
+def _engine_requests(engine: str, results, mtp: bool) -> list[dict]:
+    """What ``engine`` reserves for one request of each estimate's model, precision and context (its plan with its
+    own defaults on one rank), in the order of estimates_json's objects."""
+    from ..engines import get_engine
+    from ..plan import plan
+
+    eng = get_engine(engine)
+    out = []
+    for r in results:
+        for ctx in r.contexts:
+            p = plan(r.model, int(ctx), precision=r.precision, engine=eng.name, mtp=mtp,
+                     settings=dict(eng.single_request) or None)
+            f = p.figures()
+            one = {"name": eng.name, "version": eng.version, "request_bytes": int(p.per_request_bytes),
+                   "exact_bytes": int(p.analytic_bytes), "layout": f.layout, "unit_bytes": f.unit_bytes,
+                   "units_per_request": f.units_per_request, "basis": f.grouping, "notes": list(p.notes)}
+            one.update(eng.request_figures(p))
+            out.append(one)
+    return out
 
 
 @command("compare")

@@ -227,6 +227,15 @@ class Engine(ABC):
         tensors by layer and --n-gpu-layers); None: the model's declared parameter counts apply."""
         return None
 
+    #: the settings of a deployment of one request (``estimate --engine``), where the engine's own default serves
+    #: several at once (llama-server's four slots)
+    single_request: ClassVar[dict] = {}
+
+    def request_figures(self, plan) -> dict:
+        """What ``estimate --engine`` adds for one request of ``plan``'s context beside the pool's unit figures (by
+        default nothing): keys of the engine's own, e.g. llama.cpp's one-slot context and its log lines."""
+        return {}
+
     def check_tp(self, model: "ModelSpec", tp: int) -> None:
         """Refuse a tensor-parallel size the engine cannot shard this model over."""
         check_kv_heads_split(model, tp)

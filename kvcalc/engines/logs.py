@@ -24,6 +24,7 @@ class LogFacts:
     notes: list = field(default_factory=list)  # what the reader chose: which run, which ranks
     source: str = "log"  # the log's name in messages
     engine_lines: bool = False  # the log holds a line of this engine's (a start line, or any figure read)
+    records: list = field(default_factory=list)  # an engine's repeated lines (llama.cpp: each cache's), in order
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class LogReader:
     floats: frozenset[str] = frozenset()
     #: at least one of these must be in a log for it to be this engine's
     figures: tuple[str, ...] = ()
+    model_hint: str = "NAME"  # what --model takes where the log's model matches no config
     looked_for: str = ""  # the KV lines named when the log has the engine's lines but none of these
     #: the engine's context defaults to the model's max_position_embeddings when the log does not say
     context_defaults_to_model: bool = False

@@ -17,6 +17,8 @@ def quantity_text(q: Quantity) -> str:
         one = lambda x: f"{x:,} tokens"  # noqa: E731
     elif q.unit == "GiB":
         one = lambda x: f"{x:.2f} GiB"  # noqa: E731
+    elif q.unit == "MiB":
+        one = lambda x: f"{x:.2f} MiB"  # noqa: E731
     elif q.unit == "x":
         one = lambda x: f"{x:.2f}x"  # noqa: E731
     elif q.unit == "%":
@@ -41,12 +43,13 @@ def quantity_text(q: Quantity) -> str:
 
 
 def check_log_json(r) -> dict:
+    key = "".join(ch if ch.isalnum() else "_" for ch in r.engine)  # llama.cpp: log_llama_cpp_version
     return {
         "file": r.file,
         "model": r.model,
         "log_model": r.log_model,
-        f"log_{r.engine}_version": r.log_version,
-        f"kvcalc_{r.engine}_version": r.engine_version,
+        f"log_{key}_version": r.log_version,
+        f"kvcalc_{key}_version": r.engine_version,
         "precision": r.precision,
         "context_tokens": r.context_tokens,
         "settings": r.settings,

@@ -139,6 +139,31 @@ def _baseline_notes(results: list[Estimate]) -> list[str]:
     return [f"Against the report's GQA8 baseline of the same depth: {'; '.join(parts)}."] if parts else []
 
 
+def render_engine_requests(con, results: list[Estimate], reserved: list[dict]) -> None:
+    """``estimate --engine``: what the engine reserves for one request at each context, beside the exact bytes."""
+    from ..engines import get_engine
+
+    first = reserved[0]
+    title = get_engine(first["name"]).title
+    t = table(f"What {title} reserves for one request (its own defaults, one rank)")
+    for col in ("model", "precision", "context", "reserved", "exact", "units"):
+        t.add_column(col, justify="left" if col in ("model", "precision") else "right")
+    rows = [(e, ctx) for e in results for ctx in e.contexts]
+    for (e, ctx), one in zip(rows, reserved):
+        t.add_row(e.model.name, e.precision, ctx_text(int(ctx)), format_bytes(one["request_bytes"]),
+                  format_bytes(one["exact_bytes"]),
+                  f"{one['units_per_request']:,} of {one['unit_bytes']:,} B ({one['layout']})")
+    con.table(t)
+    con.print(f"Basis: {first['basis']}.")
+    for (e, ctx), one in zip(rows, reserved):
+        if "command" in one:
+            con.print(f"{e.model.name} at {ctx_text(int(ctx))}: {one['command']}")
+            for line in one.get("log", ()):
+                con.print(f"  {line}")
+    for note in dict.fromkeys(n for one in reserved for n in one["notes"]):
+        con.print(f"Note: {note}")
+
+
 def render_kinds(con, e: Estimate) -> None:
     """By layer kind. On a console narrower than the full table (an 80-column terminal) the format, B/entry and
     per-layer columns move out: formats and bytes per entry are in the Storage line under the table, per layer

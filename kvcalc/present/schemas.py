@@ -37,12 +37,20 @@ def _estimate_defs() -> dict:
                 description="one layer (main layers 0..n-1, then the MTP layers), bytes for one sequence")
     reference = obj({"model": STR, "precision": STR, "per_sequence_bytes": COUNT, "ratio": null(NUM)},
                     description="the --vs model at the same precision and context; ratio null where it holds 0 B")
+    engine = {"type": "object", "description": "--engine: what the engine reserves for one request at this context "
+              "(its own defaults, one rank): its pool units and their bytes, beside the exact bytes; other keys "
+              "are the engine's own (llama.cpp: the one-slot command, n_ctx, caches, log lines)",
+              "required": ["name", "version", "request_bytes", "exact_bytes", "layout", "unit_bytes",
+                           "units_per_request", "basis", "notes"],
+              "properties": {"name": STR, "version": STR, "request_bytes": COUNT, "exact_bytes": COUNT,
+                             "layout": STR, "unit_bytes": COUNT, "units_per_request": COUNT, "basis": STR,
+                             "notes": arr(STR)}}
     estimate = obj({
         "model": STR, "display_name": STR, "context_tokens": POS, "precision": STR, "basis": basis,
         "basis_detail": STR, "mtp_counted": BOOL, "paging": {"const": "exact"}, "units": {"const": "bytes"},
         "batch": POS, "total_bytes": COUNT, "per_sequence_bytes": COUNT, "storage": mapping(STR),
-        "layers": arr(ref("layer")), "warnings": arr(STR), "reference": reference,
-    }, optional=("reference",), description="one model at one precision and one context")
+        "layers": arr(ref("layer")), "warnings": arr(STR), "reference": reference, "engine": engine,
+    }, optional=("reference", "engine"), description="one model at one precision and one context")
     kind = obj({"layers": COUNT, "components": arr(STR), "per_layer_bytes": arr(COUNT)})
     compact = obj({
         "model": STR, "precision": STR, "basis": basis, "batch": POS, "mtp": BOOL, "paging": {"const": PAGING},
@@ -228,7 +236,7 @@ def _claims() -> tuple[dict, dict]:
 def _check_log() -> tuple[dict, dict]:
     from ..engines import engines
 
-    readers = [e.name for e in engines() if e.logs is not None]
+    readers = ["".join(ch if ch.isalnum() else "_" for ch in e.name) for e in engines() if e.logs is not None]
     row = obj({"figure": STR, "logged": STR, "kvcalc": STR, "agrees": null(BOOL), "line": null(POS)},
               description="one figure as logged and as planned (text, as the table shows it); agrees null: shown for "
                           "information")

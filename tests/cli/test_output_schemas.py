@@ -71,6 +71,8 @@ CASES = {
         ["estimate", "qwen3-next-80b-a3b", "gpt-oss-120b", "deepseek-v4-pro", "-c", "4k,64k,1M", "-p", "all",
          "--json", "--compact"],
         ["estimate", "--hf", HF / "qwen3-next-80b-a3b.json", "-c", "32k", "--batch", "4", "--json"],
+        ["estimate", "gemma-3-27b", "-c", "8k,32k", "--engine", "llama.cpp", "-p", "q8_0", "--json"],
+        ["estimate", "qwen3-next-80b-a3b", "-c", "8k", "--engine", "sglang", "--json"],
     ],
     "compare": [
         ["compare", "deepseek-v3.2", "deepseek-v4-pro", "-c", "4k,1M", "--json"],
@@ -118,6 +120,8 @@ CASES = {
         ["check-log", LOGS / "synthetic-sglang-0.5.23-llama-3.1-8b-wrong.log", "--json"],
         ["check-log", LOGS / "synthetic-sglang-0.5.23-gpt-oss-120b.log", "--json"],
         ["check-log", LOGS / "synthetic-sglang-0.5.23-deepseek-v4-pro.log", "--json"],
+        ["check-log", LOGS / "llamacpp/jamba-np2.log", "--model", ROOT / "tests/fixtures/gguf/llamacpp-jamba.gguf",
+         "--json"],
     ],
     "import-hf": [["import-hf", HF / f"{m}.json", "--json"]
                   for m in ("llama-3.1-8b", "deepseek-v3.2", "deepseek-v4-flash", "qwen3-next-80b-a3b", "gpt-oss-20b")],

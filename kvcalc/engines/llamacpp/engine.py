@@ -11,6 +11,7 @@ from ...units import GIB, format_bytes
 from ..base import Budget, BudgetStep, Engine, EngineFigures, Fit
 from . import layout as L
 from .ggml import KVCALC_FORMAT, buffer_bytes
+from . import logs as _logs
 from .launch import Launch, launch
 from .options import CACHE_TYPE_NAMES, FRONTENDS, NAME, OPTIONS, SUMMARY, TITLE, VERSION
 
@@ -36,6 +37,7 @@ class Settings:
     num_ctx: int | None = None
     num_parallel: int | None = None
     kv_cache_type: str | None = None
+    n_rs_seq: int = 0  # recurrent state rows kept a sequence for speculative rollback (llama-server: with a draft)
     gpu_memory: int | None = None  # the GPU's total memory (ollama's num_ctx default); set from --gpu
     arch: str | None = None  # the GPU's architecture (gpus.yaml): its buffer names and padding
 
@@ -145,6 +147,7 @@ class LlamaCppEngine(Engine):
     summary = SUMMARY
     Settings = Settings
     Figures = LlamaFigures
+    logs = _logs.READER
     options = OPTIONS
     capabilities = frozenset()
     budget_keys = ("fit_margin_bytes",)
@@ -187,10 +190,36 @@ class LlamaCppEngine(Engine):
             raise KvcalcError(f"pp: kvcalc plans llama.cpp on one GPU, got {pp} pipeline stages", param="pp")
         return [range(num_layers)]
 
+    def with_precision(self, spec, precision, settings):
+        """The settings with the cache types a ggml precision names (``-p q8_0``: ``-ctk q8_0 -ctv q8_0``;
+        ``-p q8_0/q4_0``: K and V apart; ollama: OLLAMA_KV_CACHE_TYPE), where the model declares no precision of
+        that name and no cache-type flag was given; a flag that names another type is refused."""
+        name = getattr(precision, "name", precision)
+        if not isinstance(settings, Settings) or name in spec.precisions:
+            return settings
+        parts = name.lower().split("/")
+        if len(parts) > 2 or any(x not in CACHE_TYPE_NAMES for x in parts):
+            return settings
+        k, v = (parts * 2)[:2]
+        if settings.frontend == "ollama":
+            if k != v:
+                raise KvcalcError(f"precision: ollama sets one cache type for K and V (OLLAMA_KV_CACHE_TYPE); "
+                                  f"{name} names two", param="precision")
+            given = {"kv_cache_type": k}
+        else:
+            given = {"cache_type_k": k, "cache_type_v": v}
+        for field_name, want in given.items():
+            have = getattr(settings, field_name)
+            if have is not None and have != want:
+                flag = "--" + field_name.replace("_", "-")
+                raise KvcalcError(f"precision: {name} asks for a {want} cache, {flag} {have} for another; give one",
+                                  param="precision")
+        return replace(settings, **given)
+
     def stored_formats(self, spec, precision, settings) -> dict[str, str]:
         from ...specs import MLALatent, RecurrentState
 
-        ln = launch(settings)
+        ln = launch(self.with_precision(spec, precision, settings))
         k, v = KVCALC_FORMAT[ln.type_k.name], KVCALC_FORMAT[ln.type_v.name]
         out = {}
         for name, comp in spec.components.items():
@@ -233,10 +262,11 @@ class LlamaCppEngine(Engine):
         return L.context_params(mc, n_ctx=n_ctx, n_seq_max=slots, kv_unified=ln.kv_unified, n_batch=ln.n_batch,
                                 n_ubatch=ln.n_ubatch, flash_attn=ln.flash_attn, swa_full=ln.swa_full,
                                 type_k=ln.type_k, type_v=ln.type_v, offload_kqv=ln.offload_kqv, n_gpu_layers=ngl,
-                                backend=backend, device=device)
+                                backend=backend, device=device, n_rs_seq=s.n_rs_seq)
 
     def plan(self, job):
-        spec, s, C = job.model, job.settings, job.context
+        spec, C = job.model, job.context
+        s = self.with_precision(spec, job.precision, job.settings)
         mc = L.model_caches(spec)
         ln = launch(s, gpu_memory=s.gpu_memory, n_ctx_train=mc.n_ctx_train)
 
@@ -288,6 +318,18 @@ class LlamaCppEngine(Engine):
                          context=C, settings=s, settings_json=_settings_json(ln, cp), groups=tuple(groups),
                          analytic_bytes=job.total, notes=notes, model_caches=mc, launch=ln, allocation=alloc, at=at,
                          n_ctx_for=n_ctx_for, weights=weights)
+
+    single_request = {"parallel": 1}
+
+    def request_figures(self, plan) -> dict:
+        """One slot holding the request (``single_request``): -c the context (padded to 256), -np 1, the front end's
+        other defaults."""
+        one = plan.allocation
+        cp = one.cparams
+        return {"command": plan.launch.command(cp.n_ctx), "n_ctx": cp.n_ctx, "n_ctx_seq": cp.n_ctx_seq,
+                "caches": [{"kind": c.kind, "cells": c.cells, "layers": c.logged_layers, "k_bytes": c.k_bytes,
+                            "v_bytes": c.v_bytes, "r_bytes": c.r_bytes, "s_bytes": c.s_bytes} for c in one.caches],
+                "log": [x for x in one.log_lines() if "size" in x]}
 
     def weights_on_gpu(self, plan) -> tuple[int, int, str] | None:
         w = getattr(plan, "weights", None)

@@ -112,3 +112,53 @@ def test_the_engine_stays_torch_free():
             "capacity('tests/fixtures/gguf/llamacpp-gemma3n.gguf', 4096, gpu='h100-sxm', engine='llama.cpp'); "
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_a_ggml_precision_sets_the_cache_types(cli):
+    # -p q8_0 with --engine llama.cpp: -ctk q8_0 -ctv q8_0; 32 layers x 1,088 B x 2 = 69,632 B a cell; -c 8192 x 4
+    # slots (llama-server's default, one unified stream of 32,768 cells) = 2,281,701,376 B
+    r = cli("capacity", "llama-3.1-8b", "-p", "q8_0", "--engine", "llama.cpp", "--gpu", "h100-sxm", "-c", "8192",
+            "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert (d["type_k"], d["type_v"]) == ("q8_0", "q8_0")
+    assert "-ctk q8_0 -ctv q8_0" in d["command"]
+    assert d["memory_bytes"] == 32768 * 32 * 2 * 1088 == 2_281_701_376
+    r = cli("capacity", "llama-3.1-8b", "-p", "q8_0/q4_0", "--engine", "llama.cpp", "--gpu", "h100-sxm", "-c",
+            "8192", "--json")
+    assert r.code == 0, r.err
+    assert (json.loads(r.out)["type_k"], json.loads(r.out)["type_v"]) == ("q8_0", "q4_0")
+    # a flag naming another type: refused in one line naming the precision
+    r = cli("capacity", "llama-3.1-8b", "-p", "q8_0", "--engine", "llama.cpp", "--gpu", "h100-sxm",
+            "--cache-type-k", "q4_0")
+    assert r.code == 2 and r.err.startswith("kvcalc: error: --precision: q8_0 asks for a q8_0 cache") \
+        and r.err.count("\n") == 1
+    # ollama has one type for K and V
+    r = cli("capacity", "llama-3.1-8b", "-p", "q8_0/q4_0", "--engine", "llama.cpp", "--frontend", "ollama",
+            "--gpu", "h100-sxm")
+    assert r.code == 2 and "OLLAMA_KV_CACHE_TYPE" in r.err
+
+
+def test_estimate_with_an_engine(cli):
+    # one request of 8,192 tokens: llama.cpp -c 8192 -np 1: 8,192 cells x 69,632 B (q8_0, above) = 570,425,344 B
+    r = cli("estimate", "llama-3.1-8b", "-p", "q8_0", "--engine", "llama.cpp", "-c", "8k", "--json")
+    assert r.code == 0, r.err
+    e = json.loads(r.out)[0]["engine"]
+    assert e["name"] == "llama.cpp" and e["version"] == "0c1e57098"
+    assert e["request_bytes"] == e["exact_bytes"] == 8192 * 69632 == 570_425_344
+    assert e["n_ctx"] == 8192 and e["caches"][0]["cells"] == 8192
+    assert "-np 1" in e["command"] and "-ctk q8_0" in e["command"]
+    # a context off the 256 grid: llama.cpp pads n_ctx to 256 (llama-context.cpp): 1,000 -> 1,024 cells
+    r = cli("estimate", "llama-3.1-8b", "-p", "q8_0", "--engine", "llama.cpp", "-c", "1000", "--json")
+    e = json.loads(r.out)[0]["engine"]
+    assert e["request_bytes"] == 1024 * 69632 and e["exact_bytes"] == 1000 * 69632
+    # vLLM: 16-token blocks of 32 layers x 2 x 1,024 x 2 B (bf16) = 2 MiB a block; 8,192 tokens = 512 blocks
+    r = cli("estimate", "llama-3.1-8b", "--engine", "vllm", "-c", "8k", "--json")
+    e = json.loads(r.out)[0]["engine"]
+    assert (e["units_per_request"], e["unit_bytes"]) == (512, 2 << 20) and e["request_bytes"] == 1 << 30
+    # the text form names the engine and prints llama.cpp's lines for the slot
+    r = cli("estimate", "llama-3.1-8b", "-p", "q8_0", "--engine", "llama.cpp", "-c", "8k")
+    assert r.code == 0 and "What llama.cpp 0c1e57098 reserves for one request" in r.out
+    assert "llama_kv_cache: size =  544.00 MiB (  8192 cells,  32 layers,  1/1 seqs)" in r.out
+    r = cli("estimate", "llama-3.1-8b", "--engine", "vllm", "--json", "--compact")
+    assert r.code == 2 and "--engine: not with --compact" in r.err
