@@ -72,5 +72,9 @@ class TransferPlan:
     #: what the plan's per-request figure is: the blocks / pages a request reserves, or (a pool sized by a price
     #: per token) what its tokens are priced at
     reserved_as: str = "reserves"
+    #: how the engine moves the cache, what ``aux_bytes`` are, and the basis, where not a prefill/decode connector's
+    moved: str = "handed from prefill to decode"
+    aux_label: str = "first token, logprobs, hidden row"
+    basis: str | None = None
 
 

@@ -85,7 +85,8 @@ class Transfer:
                 "transfer_seconds": self.transfer_seconds,
                 "links": [{"key": k.key, "bytes_per_s": k.bytes_per_s, "seconds": self.seconds_over(k)}
                           for k in links().values()],
-                "notes": [with_names(n) for n in self.plan.notes], "basis": BASIS}
+                "notes": [with_names(n) for n in self.plan.notes],
+                "basis": BASIS if self.plan.basis is None else self.plan.basis}
 
 
 BASIS = ("one request's cache as the engine's connector moves it after prefill: whole blocks or pages, padding "

@@ -16,7 +16,7 @@ def render_transfer(con, t) -> None:
     ranks = f", on each of {t.tp} tensor-parallel ranks" if t.tp > 1 else ""
     where = f" on {t.gpu} ({t.arch})" if t.gpu is not None and t.arch else \
         f" on {t.gpu}" if t.gpu else f" on {t.arch}" if t.arch else ""
-    con.print(f"{t.model}, {t.precision}, a prompt of {ctx_text(t.prompt_tokens)} handed from prefill to decode "
+    con.print(f"{t.model}, {t.precision}, a prompt of {ctx_text(t.prompt_tokens)} {t.plan.moved} "
               f"on {t.engine_title}{where}{ranks}:")
     tab = table()
     drops = {"rule": 1, "per unit": 2, "layers": 3}
@@ -28,7 +28,7 @@ def render_transfer(con, t) -> None:
         moves = f"{g.units:,} {unit}" if g.unit != "bytes" else "exact"
         tab.add_row(g.kind, g.label, f"{g.layers}", moves, g.rule, format_bytes(g.unit_bytes), format_bytes(g.bytes))
     if t.plan.aux_bytes:
-        tab.add_row("metadata", "first token, logprobs, hidden row", "", "1 row", "", "", f"{t.plan.aux_bytes:,} B")
+        tab.add_row("metadata", t.plan.aux_label, "", "1 row", "", "", f"{t.plan.aux_bytes:,} B")
     con.table(tab)
     con.print(f"Moves {format_bytes(t.transfer_bytes)} ({t.transfer_bytes:,} B) per rank"
               + (f", {format_bytes(t.wire_bytes)} over all {t.tp} ranks" if t.tp > 1 else "")
@@ -48,6 +48,9 @@ def render_transfer(con, t) -> None:
         for k in links().values():
             lt.add_row(k.name, f"{k.bytes_per_s / 1e9:,.1f}", _seconds(t.seconds_over(k)))
         con.table(lt)
+    if t.plan.basis is not None:
+        con.print(f"Basis: {t.plan.basis}.")
+        return
     kernels = ("" if t.engine == "exact" else
                f" (their size and rows as the engine's kernels on {t.arch} take them)" if t.arch
                else " (their size and rows as the engine's kernels on Hopper take them: no GPU named)")

@@ -8,7 +8,7 @@ from typing import Callable
 from ...errors import KvcalcError
 from ...pool import GroupKind, PlanGroup, PlanPage, PoolFigures, PoolPlan, longest_context
 from ...units import GIB, format_bytes
-from ..base import Budget, BudgetStep, Engine, EngineFigures, Fit
+from ..base import Budget, BudgetStep, Capability, Engine, EngineFigures, Fit
 from . import layout as L
 from .ggml import KVCALC_FORMAT, buffer_bytes
 from . import logs as _logs
@@ -149,7 +149,7 @@ class LlamaCppEngine(Engine):
     Figures = LlamaFigures
     logs = _logs.READER
     options = OPTIONS
-    capabilities = frozenset()
+    capabilities = frozenset({Capability.TRANSFER})
     budget_keys = ("fit_margin_bytes",)
     plan_names = {"layouts": ("cells",), "kinds": ("kv", "swa", "recurrent"), "units": ("cell",)}
     default_reserve_bytes = FIT_MARGIN
@@ -330,6 +330,48 @@ class LlamaCppEngine(Engine):
                 "caches": [{"kind": c.kind, "cells": c.cells, "layers": c.logged_layers, "k_bytes": c.k_bytes,
                             "v_bytes": c.v_bytes, "r_bytes": c.r_bytes, "s_bytes": c.s_bytes} for c in one.caches],
                 "log": [x for x in one.log_lines() if "size" in x]}
+
+    def transfer_groups(self, p, spec, tokens: int):
+        """llama-server's slot save / restore of a request of ``tokens`` prompt tokens: the file
+        ``POST /slots/{id}?action=save`` writes (its ``n_written``) and ``action=restore`` reads, cache by cache
+        (state.py): each cache's cells at their bytes, and beside them the headers and the packed tokens."""
+        from ...handoff import TransferGroup, TransferPlan
+        from . import state as S
+
+        a = p.allocation
+        secs = S.sections(a.model, a.cparams, tokens)
+        groups = []
+        for i, sec in enumerate(secs):
+            if sec.kind == "recurrent":
+                groups.append(TransferGroup(i, "state", "R, S (f32)", sec.layers, "state slot", 0, sec.cells,
+                                            sec.cell_bytes, "one state row a sequence, whatever its tokens "
+                                            "(llama-memory-recurrent.cpp state_write)"))
+                continue
+            rule = ("every token's cell (llama-kv-cache.cpp state_write)" if sec.kind == "kv" else
+                    f"the window's unmasked cells: {sec.cells:,} of {tokens:,} (is_masked_swa, {a.model.swa_type} "
+                    f"window {a.model.n_swa:,})")
+            label = "K" if a.model.mla else "K, V"
+            groups.append(TransferGroup(i, "full" if sec.kind == "kv" else f"window {a.model.n_swa}", label,
+                                        sec.layers, "cell", 1, sec.cells, sec.cell_bytes, rule))
+        headers = sum(sec.header_bytes for sec in secs)
+        framing = S.FILE_HEADER + 4 * (tokens + S.SERVER_TOKENS)
+        written = S.server_file_bytes(a.model, a.cparams, tokens)
+        notes = (f"llama-server's slot file (POST /slots/{{id}}?action=save, --slot-save-path): n_written = "
+                 f"{written:,} B, n_saved = {tokens:,}; restore reads the same file. Beside the cells: {headers:,} B "
+                 f"of cache headers and {framing:,} B of file header and packed tokens; llama_state_seq_get_size "
+                 f"says {S.seq_get_size(a.model, a.cparams, tokens):,} B (the state with its 8-byte prefix, no "
+                 "tokens)",
+                 "the file holds the prompt's cells only (the cache's size, -c and the SWA cache's cells, does not "
+                 "enter); a multimodal prompt adds its media chunks to the packed tokens (not modelled)")
+        aux = framing + headers
+        return TransferPlan(tuple(groups), tokens, aux, notes, moved="saved to a llama-server slot file and restored",
+                            aux_label="file header, packed tokens, cache headers",
+                            basis="llama-server's slot file as llama.cpp 0c1e57098 writes it (llama_state_seq_save_file "
+                                  "of the slot's sequence): every cache's cells of the prompt at their bytes in the "
+                                  "cache types, the caches' headers, the file header and the packed tokens; one "
+                                  "process on one device; the time is the file's bytes over one link at its peak "
+                                  "one-way rate (no disk, no protocol overhead); bytes exact, binary units; link rates "
+                                  "decimal")
 
     def weights_on_gpu(self, plan) -> tuple[int, int, str] | None:
         w = getattr(plan, "weights", None)

@@ -16,7 +16,7 @@ SUMMARY = (f"llama.cpp {VERSION} ({BUNDLE}): n_ctx cells per stream in every lay
 FRONTENDS = ("llama-server", "llama-cpp-python", "c-api", "ollama")
 CACHE_TYPE_NAMES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
-_ALL = ("capacity",)  # transfer (slot save / restore) is not modelled yet
+_ALL = ("capacity", "transfer")
 OPTIONS = (
     Option("frontend", "--frontend", "llama.cpp: whose defaults apply where a flag is not given: llama-server "
            "(default), llama-cpp-python (Llama()), c-api (llama_context_default_params) or ollama.", str, _ALL,
