@@ -349,11 +349,8 @@ BUDGET_ONLY = {
                "max_running_requests": 64, "swa_full_tokens_ratio": 0.5, "enable_dp_attention": True,
                "max_mamba_cache_size": 100},
     "exact": {"gpu_memory_utilization": 0.5},
-    # kvcalc models no llama.cpp transfer (slot save / restore): every setting is capacity's alone
-    "llama.cpp": {"frontend": "c-api", "ctx_size": 4096, "parallel": 2, "kv_unified": True, "cache_type_k": "q8_0",
-                  "cache_type_v": "q8_0", "flash_attn": "on", "swa_full": True, "batch_size": 512, "ubatch_size": 256,
-                  "n_gpu_layers": 0, "no_kv_offload": True, "num_ctx": 4096, "num_parallel": 2,
-                  "kv_cache_type": "q8_0"},
+    # llama-server's slot file does not depend on where the layers or the cache sit
+    "llama.cpp": {"n_gpu_layers": 0, "no_kv_offload": True},
 }
 
 

@@ -82,6 +82,11 @@ class GgufHparams:
     head_k_full: int = 0  # n_embd_head_k_full / _v_full (the non-SWA head sizes)
     head_v_full: int = 0
     notes: tuple[str, ...] = ()
+    #: what ollama reads of the file for its memory prediction (fs/ggml/ggml.go): block_count, embedding_length,
+    #: the largest attention.head_count and the smallest attention.head_count_kv (1 where a key is absent, as
+    #: UintOrArrayValueAsArray defaults), and the file's size
+    ollama_meta: tuple[int, int, int, int] = (0, 0, 1, 1)
+    file_size: int = 0
 
     @property
     def n_layer(self) -> int:
@@ -279,4 +284,19 @@ def load_hparams(h: GgufHeader, what: str = "model") -> GgufHparams:
                           "(llama.cpp aborts: GGML_ASSERT(hparams.is_swa_any()))", param="model")
     name = h.get("general.name")
     return GgufHparams(arch, name if isinstance(name, str) else None, n_ctx_train, n_embd, layers, nextn, swa_type,
-                       n_swa, kv_from_start, mla, kv_lora, n_rot, n_embd_r, n_embd_s, ssm, head_k, head_v, tuple(notes))
+                       n_swa, kv_from_start, mla, kv_lora, n_rot, n_embd_r, n_embd_s, ssm, head_k, head_v, tuple(notes),
+                       (n_all, n_embd, _ollama_extreme(h, k.full("attention.head_count"), max),
+                        _ollama_extreme(h, k.full("attention.head_count_kv"), min)), h.file_size)
+
+
+def _ollama_extreme(h: GgufHeader, key: str, pick) -> int:
+    """ollama's UintOrMaxArrayValue / UintOrMinArrayValue: the value, or the largest / smallest of an array; 1 where
+    the key is absent (a skipped or empty array: 1 too, kvcalc reads no such head counts)."""
+    v = h.metadata.get(key)
+    if isinstance(v, bool):
+        return 1
+    if isinstance(v, int):
+        return v
+    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return pick(v)
+    return 1

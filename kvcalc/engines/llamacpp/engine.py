@@ -14,45 +14,11 @@ from .ggml import KVCALC_FORMAT, buffer_bytes
 from . import logs as _logs
 from .launch import Launch, launch
 from .options import CACHE_TYPE_NAMES, FRONTENDS, NAME, OPTIONS, SUMMARY, TITLE, VERSION
+from .settings import Settings, backend_of
 
 #: the margin llama-server's memory fit leaves on each device (common/common.h fit_params_target: 1 GiB); the
 #: compute buffers it sizes are not modelled
 FIT_MARGIN = GIB
-
-
-@dataclass(frozen=True)
-class Settings:
-    frontend: str = "llama-server"
-    ctx_size: int | None = None
-    parallel: int | None = None
-    kv_unified: bool | None = None
-    cache_type_k: str | None = None
-    cache_type_v: str | None = None
-    flash_attn: str | None = None
-    swa_full: bool | None = None
-    batch_size: int | None = None
-    ubatch_size: int | None = None
-    n_gpu_layers: int | None = None
-    no_kv_offload: bool | None = None
-    num_ctx: int | None = None
-    num_parallel: int | None = None
-    kv_cache_type: str | None = None
-    n_rs_seq: int = 0  # recurrent state rows kept a sequence for speculative rollback (llama-server: with a draft)
-    gpu_memory: int | None = None  # the GPU's total memory (ollama's num_ctx default); set from --gpu
-    arch: str | None = None  # the GPU's architecture (gpus.yaml): its buffer names and padding
-
-    def __post_init__(self) -> None:
-        if self.frontend not in FRONTENDS:
-            raise KvcalcError(f"frontend: choose one of {', '.join(FRONTENDS)}, got {self.frontend!r}"[:200],
-                              param="frontend")
-
-
-def backend_of(arch: str | None) -> tuple[str, str]:
-    """(buffer kind, buffer name) of the GPU: CUDA0 on NVIDIA, ROCm0 on AMD (ggml-cuda built for HIP names its
-    devices so), both with CUDA's alignment and quantized-row padding; CUDA where no GPU is named."""
-    if arch and arch.startswith("gfx"):
-        return "cuda", "ROCm0"
-    return "cuda", "CUDA0"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +32,7 @@ class LlamaPlan(PoolPlan):
     at: Callable[[int, int | None], L.Allocation] = field(repr=False, compare=False)
     n_ctx_for: Callable[[int, int], int] = field(repr=False, compare=False)  # (per request, slots) -> -c
     weights: tuple | None = None  # (total, GPU, CPU, basis) from the GGUF's tensors; None: not known here
+    ollama: object = None  # ollama.Prediction: ollama's own prediction of this launch (--frontend ollama, a GGUF)
 
     @property
     def per_request_bytes(self) -> int:
@@ -103,6 +70,7 @@ class LlamaFigures(EngineFigures):
     weights_basis: str
     max_parallel: int | None  # the most slots of the context that fit the pool
     max_ctx_size: int | None  # the longest --ctx-size at this --parallel that fits the pool
+    ollama: dict | None = None  # --frontend ollama: its own prediction beside the allocation
 
     def to_json(self) -> dict:
         a, cp = self.allocation, self.allocation.cparams
@@ -118,6 +86,7 @@ class LlamaFigures(EngineFigures):
             "weights_bytes": self.weights_bytes, "weights_basis": self.weights_basis,
             "gpu_bytes": a.gpu_bytes + self.weights_gpu_bytes, "cpu_bytes": a.cpu_bytes + self.weights_cpu_bytes,
             "max_parallel": self.max_parallel, "max_ctx_size": self.max_ctx_size, "log": a.log_lines(),
+            "ollama": self.ollama,
         }
 
     @classmethod
@@ -136,7 +105,11 @@ class LlamaFigures(EngineFigures):
                  "type_v": {"enum": list(CACHE_TYPE_NAMES)}, "caches": arr(cache), "memory_bytes": BYTES,
                  "cache_gpu_bytes": BYTES, "cache_cpu_bytes": BYTES, "weights_bytes": nullable(BYTES),
                  "weights_basis": STR, "gpu_bytes": BYTES, "cpu_bytes": BYTES, "max_parallel": nullable(COUNT),
-                 "max_ctx_size": nullable(COUNT), "log": arr(STR)}
+                 "max_ctx_size": nullable(COUNT), "log": arr(STR),
+                 "ollama": nullable({"type": "object", "description": "the ollama front end: ollama's own prediction "
+                                     "(PredictServerVRAM) beside llama.cpp's allocation; null for the other front ends",
+                                     "required": ["version", "predicted_bytes", "file_bytes", "kv_bytes", "n_ctx",
+                                                  "gpu_threshold_bytes", "differences"]})}
         return {"properties": props, "required": list(props)}
 
 
@@ -219,7 +192,7 @@ class LlamaCppEngine(Engine):
     def stored_formats(self, spec, precision, settings) -> dict[str, str]:
         from ...specs import MLALatent, RecurrentState
 
-        ln = launch(self.with_precision(spec, precision, settings))
+        ln = launch(self.with_precision(spec, precision, settings), arch=getattr(spec.gguf, "arch", None))
         k, v = KVCALC_FORMAT[ln.type_k.name], KVCALC_FORMAT[ln.type_v.name]
         out = {}
         for name, comp in spec.components.items():
@@ -247,7 +220,7 @@ class LlamaCppEngine(Engine):
         one slot holds."""
         mc = L.model_caches(spec)
         s = settings if isinstance(settings, Settings) else Settings()
-        ln = launch(s, gpu_memory=s.gpu_memory, n_ctx_train=mc.n_ctx_train)
+        ln = _launch(spec, s, mc)
         if ln.n_ctx is None:
             return mc.n_ctx_train or 4096
         n_ctx = ln.n_ctx or mc.n_ctx_train or 4096
@@ -268,7 +241,7 @@ class LlamaCppEngine(Engine):
         spec, C = job.model, job.context
         s = self.with_precision(spec, job.precision, job.settings)
         mc = L.model_caches(spec)
-        ln = launch(s, gpu_memory=s.gpu_memory, n_ctx_train=mc.n_ctx_train)
+        ln = _launch(spec, s, mc)
 
         def n_ctx_for(per_request: int, slots: int) -> int:
             """-c that gives ``slots`` requests of ``per_request`` tokens their cells at once."""
@@ -314,10 +287,16 @@ class LlamaCppEngine(Engine):
         notes = tuple(mc.notes) + tuple(w.split(": ", 1)[1] if w.startswith("llama_") else w
                                         for w in cp.warnings)
         weights = _weights(spec, cp, mc)
+        hp = getattr(spec, "gguf", None)
+        prediction = None
+        if ln.frontend == "ollama" and hp is not None:
+            from .ollama import predict
+
+            prediction = predict(hp, n_ctx)
         return LlamaPlan(engine=NAME, engine_version=VERSION, model=spec.name, precision=job.precision.name,
                          context=C, settings=s, settings_json=_settings_json(ln, cp), groups=tuple(groups),
                          analytic_bytes=job.total, notes=notes, model_caches=mc, launch=ln, allocation=alloc, at=at,
-                         n_ctx_for=n_ctx_for, weights=weights)
+                         n_ctx_for=n_ctx_for, weights=weights, ollama=prediction)
 
     single_request = {"parallel": 1}
 
@@ -411,7 +390,7 @@ class LlamaCppEngine(Engine):
         w = getattr(p, "weights", None)
         figures = LlamaFigures(p.launch.frontend, p.launch.command(a.cparams.n_ctx), p.launch.defaults, a,
                                *(w if w is not None else (None, 0, 0, "")),
-                               self._max_parallel(p, pool), self._max_ctx_size(p, pool))
+                               self._max_parallel(p, pool), self._max_ctx_size(p, pool), _ollama_json(p, settings))
         lines = [f"{'llama.cpp' if p.launch.frontend != 'ollama' else 'ollama'} launch: {figures.command}"]
         if p.launch.defaults:
             lines.append(f"{p.launch.frontend} defaults taken: {'; '.join(p.launch.defaults)}.")
@@ -429,6 +408,17 @@ class LlamaCppEngine(Engine):
                          f"{format_bytes(pool)} pool: {figures.max_parallel}.")
         if figures.max_ctx_size:
             lines.append(f"The longest -c at -np {cp.n_seq_max} that fits: {figures.max_ctx_size:,}.")
+        if figures.ollama is not None:
+            o = figures.ollama
+            within = ("within" if o["within_threshold"] else "past")
+            lines.append(f"ollama {o['version']}'s own prediction (llm/llama_server.go PredictServerVRAM): "
+                         f"{format_bytes(o['predicted_bytes'])}, {within} 80% of the GPU's "
+                         f"{format_bytes(o['gpu_memory_bytes'])} ({o['gpu_threshold_bytes']:,} B; with several GPUs "
+                         "ollama picks one whose free memory's 80% holds it, with one it launches llama-server "
+                         "whatever it predicts, and llama-server's fit places the layers).")
+            lines.append(f"Why they differ: {o['differences']}.")
+        elif p.launch.frontend == "ollama":
+            lines.append("ollama's own prediction needs the GGUF (its file size and metadata): give the .gguf file.")
         return Fit(cp.n_ctx, at_once, at_once, at_once * p.context, tuple(lines), figures=figures,
                    log_line=next((x for x in a.log_lines() if "KV buffer size" in x), None))
 
@@ -462,6 +452,34 @@ class LlamaCppEngine(Engine):
         """llama.cpp asks for what its buffers need; the device's total memory bounds them."""
         return Budget(gpu.memory_bytes, (BudgetStep("the device's memory", gpu.memory_bytes),),
                       f"{gpu.memory_bytes / GIB:.2f} GiB", {"fit_margin_bytes": FIT_MARGIN})
+
+
+def _ollama_json(p: "LlamaPlan", settings) -> dict | None:
+    """ollama's prediction of the launch beside the allocation (--frontend ollama with a GGUF)."""
+    from .ollama import VERSION as OLLAMA, differences
+
+    pred = p.ollama
+    if pred is None:
+        return None
+    gpu = getattr(settings, "gpu_memory", None) or p.settings.gpu_memory or 0
+    threshold = gpu * 80 // 100
+    w = p.weights
+    return {"version": OLLAMA, "predicted_bytes": pred.total_bytes, "file_bytes": pred.file_bytes,
+            "kv_bytes": pred.kv_bytes, "n_ctx": pred.n_ctx, "layers": pred.layers, "kv_heads": pred.kv_heads,
+            "head_dim": pred.head_dim, "gpu_memory_bytes": gpu, "gpu_threshold_bytes": threshold,
+            "within_threshold": pred.total_bytes <= threshold, "num_batch": p.launch.n_batch,
+            "differences": differences(pred, p.allocation, None if w is None else w[1])}
+
+
+def _launch(spec, s: Settings, mc: L.ModelCaches) -> Launch:
+    """The front end's launch for ``spec``: ollama's from the GGUF's architecture and its own prediction of the load
+    (PredictServerVRAM, where a GGUF gives the file)."""
+    from .ollama import predict
+
+    hp = getattr(spec, "gguf", None)
+    return launch(s, gpu_memory=s.gpu_memory, n_ctx_train=mc.n_ctx_train, arch=mc.arch,
+                  predict=None if hp is None else (lambda n_ctx: predict(hp, n_ctx).total_bytes),
+                  cuda=backend_of(s.arch)[1].startswith("CUDA"))
 
 
 def _weights(spec, cp: L.Cparams, mc: L.ModelCaches) -> tuple | None:

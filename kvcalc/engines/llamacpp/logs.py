@@ -226,7 +226,7 @@ class LlamaCppLogReader(LogReader):
                               "plans llama.cpp on one GPU (--tensor-split is not modelled)", param="file")
 
     def settings(self, facts: LogFacts, given: dict, spec=None):
-        from .engine import Settings
+        from .settings import Settings
 
         v = facts.values
         caches, _ = self.caches(facts)

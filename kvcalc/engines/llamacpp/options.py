@@ -48,6 +48,8 @@ OPTIONS = (
            "with -c num_ctx x --num-parallel).", int, _ALL, minimum=1, maximum=1 << 32),
     Option("num_parallel", "--num-parallel", "ollama: OLLAMA_NUM_PARALLEL (default 1).", int, _ALL, minimum=1,
            maximum=256),
+    Option("num_batch", "--num-batch", "ollama: num_batch, its -b and -ub (default: ollama's automatic batch by "
+           "context and memory).", int, _ALL, minimum=1, maximum=1 << 24),
     Option("kv_cache_type", "--kv-cache-type", "ollama: OLLAMA_KV_CACHE_TYPE, K and V alike (default f16).", str,
            _ALL),
 )
