@@ -65,11 +65,14 @@ def verify_cmd(
         return _headline(model, hf, engine, context, device, fill, report_path, as_json)
     spec = load_model(one_model(model, hf))
     ctx = parse_tokens(context or "128k", "--context")
-    device, note = resolve_device(device)
-    if note:
-        print(f"kvcalc: note: {with_names(note, FLAGS)}", file=sys.stderr)
-    fill = fill or ("full" if device == "cuda" else "sample")
+    if engine != "llama.cpp":
+        device, note = resolve_device(device)
+        if note:
+            print(f"kvcalc: note: {with_names(note, FLAGS)}", file=sys.stderr)
     settings = engine_settings(engine, engine_values, model=spec)
+    if engine == "llama.cpp":
+        return _llama_cpp(spec, ctx, precision, settings, batch, fill, writer, tp, basis, report_path, as_json)
+    fill = fill or ("full" if device == "cuda" else "sample")
     if engine == "exact":
         from dataclasses import replace
 
@@ -91,6 +94,29 @@ def verify_cmd(
     if out.verdict == "incomplete":
         print("kvcalc: interrupted: the report is marked incomplete", file=sys.stderr)
         raise typer.Exit(130)
+    if out.verdict != "pass":
+        raise typer.Exit(1)
+
+
+def _llama_cpp(spec, ctx, precision, settings, batch, fill, writer, tp, basis, report_path, as_json) -> None:
+    """`verify --engine llama.cpp`: llama.cpp itself makes the planned context (kvcalc.engines.llamacpp.real)."""
+    from ..engines.llamacpp.real import run
+    from ..present.verify import render_llama_cpp
+
+    for flag, value, default in (("--batch", batch, 1), ("--fill", fill, None), ("--writer", writer, None),
+                                 ("--tp", tp, 1), ("--basis", basis, "complete")):
+        if value != default:
+            raise KvcalcError(f"{flag}: verify --engine llama.cpp runs llama.cpp itself on its own device; it takes "
+                              "no {flag} (slots: --parallel)".replace("{flag}", flag))
+    out = run(spec, ctx, precision=precision, settings=settings)
+    if report_path:
+        if report_path == "auto":
+            report_path = os.path.join("reports", "verify", f"llamacpp-{out.model}-{ctx}.json")
+        write_atomic(report_path, json.dumps(out.to_json(), indent=2) + "\n", "--report")
+    if as_json:
+        print_json(out.to_json())
+    else:
+        render_llama_cpp(console(), out)
     if out.verdict != "pass":
         raise typer.Exit(1)
 

@@ -150,3 +150,21 @@ def render_headline(con, h) -> None:
                   f"{_measured_text(r)}; {r.verdict}" + (f" ({'; '.join(failed)})" if failed else ""))
     con.print("Runs one after the other, each freed before the next; binary units (GiB = 2^30 B).")
     con.print(f"Verdict: {h.verdict}.")
+
+
+def render_llama_cpp(con, r) -> None:
+    """`verify --engine llama.cpp`: what llama.cpp made beside the plan."""
+    from .checklog import quantity_text
+
+    con.print(f"{r.path}: llama.cpp (llama-cpp-python {r.llama_cpp_python}) made the context kvcalc planned for "
+              f"{r.model} at {r.context:,} tokens: {r.command}")
+    t = table()
+    for col, just in (("figure", "left"), ("llama.cpp", "right"), ("kvcalc", "right"), ("", "left")):
+        t.add_column(col, justify=just)
+    for x in r.rows:
+        mark = "" if x.agrees is None else ("agrees" if x.agrees else "DIFFERS")
+        t.add_row(x.figure, quantity_text(x.logged), quantity_text(x.kvcalc), mark)
+    con.table(t)
+    for n in r.notes:
+        con.print(f"Note: {n}")
+    con.print(f"Verdict: {r.verdict}.")

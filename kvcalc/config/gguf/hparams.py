@@ -87,6 +87,7 @@ class GgufHparams:
     #: UintOrArrayValueAsArray defaults), and the file's size
     ollama_meta: tuple[int, int, int, int] = (0, 0, 1, 1)
     file_size: int = 0
+    path: str = ""  # the file read
 
     @property
     def n_layer(self) -> int:
@@ -286,7 +287,7 @@ def load_hparams(h: GgufHeader, what: str = "model") -> GgufHparams:
     return GgufHparams(arch, name if isinstance(name, str) else None, n_ctx_train, n_embd, layers, nextn, swa_type,
                        n_swa, kv_from_start, mla, kv_lora, n_rot, n_embd_r, n_embd_s, ssm, head_k, head_v, tuple(notes),
                        (n_all, n_embd, _ollama_extreme(h, k.full("attention.head_count"), max),
-                        _ollama_extreme(h, k.full("attention.head_count_kv"), min)), h.file_size)
+                        _ollama_extreme(h, k.full("attention.head_count_kv"), min)), h.file_size, str(h.path))
 
 
 def _ollama_extreme(h: GgufHeader, key: str, pick) -> int:

@@ -33,6 +33,7 @@ class LlamaPlan(PoolPlan):
     n_ctx_for: Callable[[int, int], int] = field(repr=False, compare=False)  # (per request, slots) -> -c
     weights: tuple | None = None  # (total, GPU, CPU, basis) from the GGUF's tensors; None: not known here
     ollama: object = None  # ollama.Prediction: ollama's own prediction of this launch (--frontend ollama, a GGUF)
+    n_ctx_asked: int = 0  # the n_ctx llama.cpp is given (before its padding to 256)
 
     @property
     def per_request_bytes(self) -> int:
@@ -193,6 +194,7 @@ class LlamaCppEngine(Engine):
         from ...specs import MLALatent, RecurrentState
 
         ln = launch(self.with_precision(spec, precision, settings), arch=getattr(spec.gguf, "arch", None))
+        L.check_types(L.model_caches(spec), ln.type_k, ln.type_v, ln.flash_attn)  # llama.cpp's refusals first
         k, v = KVCALC_FORMAT[ln.type_k.name], KVCALC_FORMAT[ln.type_v.name]
         out = {}
         for name, comp in spec.components.items():
@@ -268,10 +270,11 @@ class LlamaCppEngine(Engine):
             c = self._cparams(mc, ln, s, n_ctx if n_ctx_asked is None else n_ctx_asked, slots)
             return L.Allocation(mc, c, L.allocate(mc, c), mc.notes)
 
+        all_kinds = tuple(spec.layers) + tuple(spec.mtp_layers)  # llama.cpp caches a NextN / MTP layer where it has KV
         groups = []
         for i, c in enumerate(alloc.caches):
-            members = tuple((layer, name) for layer in c.layers for name in spec.layer_kinds[spec.layers[layer]]
-                            if _holds(spec.components[name], c.kind))
+            members = tuple((layer, name) for layer in c.layers if layer < len(all_kinds)
+                            for name in spec.layer_kinds[all_kinds[layer]] if _holds(spec.components[name], c.kind))
             per_layer = {}
             for t in c.tensors:
                 per_layer[t.layer] = per_layer.get(t.layer, 0) + t.type.row_size(t.ne0)
@@ -296,7 +299,7 @@ class LlamaCppEngine(Engine):
         return LlamaPlan(engine=NAME, engine_version=VERSION, model=spec.name, precision=job.precision.name,
                          context=C, settings=s, settings_json=_settings_json(ln, cp), groups=tuple(groups),
                          analytic_bytes=job.total, notes=notes, model_caches=mc, launch=ln, allocation=alloc, at=at,
-                         n_ctx_for=n_ctx_for, weights=weights, ollama=prediction)
+                         n_ctx_for=n_ctx_for, weights=weights, ollama=prediction, n_ctx_asked=n_ctx)
 
     single_request = {"parallel": 1}
 

@@ -255,32 +255,7 @@ def context_params(mc: ModelCaches, *, n_ctx: int, n_seq_max: int, kv_unified: b
     if n_ctx == 0 and not mc.n_ctx_train:
         raise _refuse("ctx_size", "n_ctx and model->hparams.n_ctx_train cannot both be zero")
     # llama_init_from_model (llama-context.cpp), in its order
-    if mc.mla and type_k.name != type_v.name:
-        raise _refuse("cache_type_v", f"model does not support different K ({type_k.name}) and V ({type_v.name}) "
-                                      "cache types")
-    if type_v.quantized and flash_attn != "enabled":
-        if flash_attn == "auto":
-            infos.append("llama_init_from_model: enabling flash_attn since it is required for quantized V cache")
-            flash_attn = "enabled"
-        else:
-            raise _refuse("flash_attn", "quantized V cache requires flash_attn to be enabled")
-    for side, t in (("k", type_k), ("v", type_v)):
-        if not t.quantized:
-            continue
-        for lay in mc.layers:
-            head = lay.head_k if side == "k" else lay.head_v
-            if lay.nextn or not head % t.blck_size:
-                continue
-            if flash_attn == "disabled" and mc.arch == "deepseek2":
-                continue  # deepseek2's attention runs with such a K (seen on llama.cpp itself: the fixture)
-            if flash_attn != "disabled":
-                raise _refuse(f"cache_type_{side}", f"{side.upper()} cache type {t.name} with block size "
-                                                    f"{t.blck_size} does not divide n_embd_head_{side}={head}")
-            # flash attention off: llama_init_from_model lets it pass, and the first graph's per-head view of a
-            # quantized K row aborts (ggml.c ggml_new_tensor_impl: GGML_ASSERT(view_src == NULL || ...))
-            raise KvcalcError(f"cache_type_k: llama.cpp 0c1e57098 aborts at start-up: K cache type {t.name} (block "
-                              f"{t.blck_size}) with n_embd_head_k={head} and flash attention off (a head's view of a "
-                              "quantized row fails: ggml.c GGML_ASSERT(view_src == NULL || ...))", param="cache_type_k")
+    flash_attn = check_types(mc, type_k, type_v, flash_attn, infos)
     # llama_context::llama_context
     if mc.arch not in RS_ROLLBACK:  # "n_rs_seq=%u requested but model does not support ... clamping to 0"
         n_rs_seq = 0
@@ -309,6 +284,39 @@ def context_params(mc: ModelCaches, *, n_ctx: int, n_seq_max: int, kv_unified: b
     return Cparams(n_ctx, n_ctx_seq, n_seq_max, 1 if kv_unified else n_seq_max, n_batch, n_ubatch, flash_attn,
                    kv_unified, swa_full, type_k, type_v, offload_kqv, n_gpu_layers, backend, device, train, n_rs_seq,
                    tuple(warnings), tuple(infos))
+
+
+def check_types(mc: ModelCaches, type_k: GgmlType, type_v: GgmlType, flash_attn: str, infos: list | None = None) -> str:
+    """llama_init_from_model's refusals of cache types, in its order, in its words; the flash attention it then runs
+    with (auto turns on for a quantized V, said in ``infos``)."""
+    infos = [] if infos is None else infos
+    if mc.mla and type_k.name != type_v.name:
+        raise _refuse("cache_type_v", f"model does not support different K ({type_k.name}) and V ({type_v.name}) "
+                                      "cache types")
+    if type_v.quantized and flash_attn != "enabled":
+        if flash_attn == "auto":
+            infos.append("llama_init_from_model: enabling flash_attn since it is required for quantized V cache")
+            flash_attn = "enabled"
+        else:
+            raise _refuse("flash_attn", "quantized V cache requires flash_attn to be enabled")
+    for side, t in (("k", type_k), ("v", type_v)):
+        if not t.quantized:
+            continue
+        for lay in mc.layers:
+            head = lay.head_k if side == "k" else lay.head_v
+            if lay.nextn or not head % t.blck_size:
+                continue
+            if flash_attn == "disabled" and mc.arch == "deepseek2":
+                continue  # deepseek2's attention runs with such a K (seen on llama.cpp itself: the fixture)
+            if flash_attn != "disabled":
+                raise _refuse(f"cache_type_{side}", f"{side.upper()} cache type {t.name} with block size "
+                                                    f"{t.blck_size} does not divide n_embd_head_{side}={head}")
+            # flash attention off: llama_init_from_model lets it pass, and the first graph's per-head view of a
+            # quantized K row aborts (ggml.c ggml_new_tensor_impl: GGML_ASSERT(view_src == NULL || ...))
+            raise KvcalcError(f"cache_type_k: llama.cpp 0c1e57098 aborts at start-up: K cache type {t.name} (block "
+                              f"{t.blck_size}) with n_embd_head_k={head} and flash attention off (a head's view of a "
+                              "quantized row fails: ggml.c GGML_ASSERT(view_src == NULL || ...))", param="cache_type_k")
+    return flash_attn
 
 
 # ---- the caches --------------------------------------------------------------------------------------------------

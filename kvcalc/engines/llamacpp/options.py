@@ -16,7 +16,7 @@ SUMMARY = (f"llama.cpp {VERSION} ({BUNDLE}): n_ctx cells per stream in every lay
 FRONTENDS = ("llama-server", "llama-cpp-python", "c-api", "ollama")
 CACHE_TYPE_NAMES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
-_ALL = ("capacity", "transfer")
+_ALL = ("capacity", "transfer", "verify")
 OPTIONS = (
     Option("frontend", "--frontend", "llama.cpp: whose defaults apply where a flag is not given: llama-server "
            "(default), llama-cpp-python (Llama()), c-api (llama_context_default_params) or ollama.", str, _ALL,
@@ -40,9 +40,9 @@ OPTIONS = (
     Option("ubatch_size", "--ubatch-size", "llama.cpp: the physical batch, n_ubatch (default 512).", int, _ALL,
            minimum=1, maximum=1 << 24),
     Option("n_gpu_layers", "--n-gpu-layers", "llama.cpp: layers on the GPU (-1: all, the default; "
-           "llama-cpp-python: 0); a layer's KV sits on its device.", int, ("capacity",), minimum=-1, maximum=1 << 20),
+           "llama-cpp-python: 0); a layer's KV sits on its device.", int, ("capacity", "verify"), minimum=-1, maximum=1 << 20),
     Option("no_kv_offload", "--no-kv-offload", "llama.cpp: keep every layer's KV cache in CPU memory.", bool,
-           ("capacity",),
+           ("capacity", "verify"),
            negative="--kv-offload"),
     Option("num_ctx", "--num-ctx", "ollama: num_ctx, the context of each request (ollama launches llama-server "
            "with -c num_ctx x --num-parallel).", int, _ALL, minimum=1, maximum=1 << 32),

@@ -162,3 +162,12 @@ def test_estimate_with_an_engine(cli):
     assert "llama_kv_cache: size =  544.00 MiB (  8192 cells,  32 layers,  1/1 seqs)" in r.out
     r = cli("estimate", "llama-3.1-8b", "--engine", "vllm", "--json", "--compact")
     assert r.code == 2 and "--engine: not with --compact" in r.err
+
+
+@pytest.mark.parametrize("gguf", sorted(p.name for p in GGUF.glob("llamacpp-*.gguf")))
+def test_capacity_plans_every_fixture_gguf(cli, gguf):
+    """Every architecture's GGUF plans through capacity (a NextN / MTP layer that llama.cpp gives KV included)."""
+    r = cli("capacity", str(GGUF / gguf), "--engine", "llama.cpp", "--gpu", "h100-sxm", "-c", "1k", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["memory_bytes"] == sum(sum(c["buffers"].values()) for c in d["caches"]) > 0
