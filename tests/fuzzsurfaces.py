@@ -17,7 +17,12 @@ tests/test_fuzz.py (a bounded slice of each). Every surface kvcalc reads is gene
   :data:`BIG_BYTES` (64 MiB for the record) of log text, random printable text, one single line, NUL bytes and
   lengths;
 * ``api``: estimate, plan, capacity, check_log, decode (with its GPU floor), transfer and verify's argument checks
-  with every argument, valid and not.
+  with every argument, valid and not;
+* ``gguf``: the 26 synthetic GGUFs (tests/fixtures/gguf) rewritten with one or two metadata values replaced (another
+  type, 0, huge, negative, an array where a number stands, the architecture changed), a tensor's dimensions or type
+  changed, bytes flipped or the file cut anywhere, then given to every command that reads a model (estimate, show,
+  capacity and transfer --engine llama.cpp with llama.cpp's flags, decode, import-gguf, verify --engine llama.cpp) and
+  to check-log with a llama.cpp log.
 
 A case is ``("cli", argv)`` or ``("api", label, callable)``. Cases run with the working directory set to a
 scratch folder, so nothing in the checkout is written.
@@ -34,7 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "kvcalc" / "data" / "configs").glob("*.yaml"))
 HF = sorted((ROOT / "tests" / "fixtures" / "hf").glob("*.json"))
-LOGS = sorted((ROOT / "tests" / "fixtures" / "logs").glob("*.log"))
+LOGS = sorted((ROOT / "tests" / "fixtures" / "logs").glob("*.log")) + sorted(
+    (ROOT / "tests" / "fixtures" / "logs" / "llamacpp").glob("*.log"))
+GGUFS = sorted((ROOT / "tests" / "fixtures" / "gguf").glob("llamacpp-*.gguf"))
 MODELS = [c.stem for c in CONFIGS]
 
 #: values of every kind an option may be given
@@ -43,7 +50,8 @@ VALUES = ["1M", "128k", "4k", "1k", "64", "0", "-1", "1.5M", "1e9", "nan", "inf"
           "h100", "b200", "nope", "vllm", "sglang", "exact", "vllm,sglang", "sglang,exact,vllm", "a" * 300, "/dev/null",
           "/", "\u00e9\u00e8", "1_048_576", "0x10", "40GiB", "1.0", "0.5", "2", "8", "3", "mxfp4", "json", "csv",
           "\x7f", "--", "-", "flashinfer", "triton", "torch", "cpu", "cuda", "none", "sample", "0.83", "256", "1e400",
-          "ib-ndr", "nvlink4", "pcie5-x16", "l4", "mi300x",
+          "ib-ndr", "nvlink4", "pcie5-x16", "l4", "mi300x", "llama.cpp", "q8_0", "q4_0", "q8_0/q4_0", "iq4_nl", "q4_k",
+          "ollama", "llama-server", "llama-cpp-python", "c-api", "on", "off", "auto", "rtx-4090", str(GGUFS[0]),
           *MODELS[:6], str(HF[0]), str(LOGS[0])]
 JUNK = ["\x00", "\u2603", "--context=1M", "=", "{}", "[1,2]", "~", "null", "--bogus"]
 #: a 100 kB value: any string field may get it (the error that quotes it stays short)
@@ -87,7 +95,10 @@ def flags_case(rng: random.Random, scratch: Path, options: dict) -> tuple:
     argv = [command]
     positional = {"estimate": MODELS, "compare": MODELS, "show": MODELS, "capacity": MODELS, "sweep": MODELS,
                   "plot": MODELS, "decode": MODELS, "transfer": MODELS, "verify": ["llama-3.1-8b", "gpt-oss-20b", "qwen3.5-9b", "deepseek-v3.2"],
-                  "import-hf": [str(p) for p in HF], "check-log": [str(p) for p in LOGS]}
+                  "import-hf": [str(p) for p in HF], "check-log": [str(p) for p in LOGS],
+                  "import-gguf": [str(p) for p in GGUFS]}
+    for c in ("estimate", "show", "capacity", "transfer", "decode", "verify"):  # a GGUF as MODEL, one time in five
+        positional[c] = positional[c] + [str(p) for p in GGUFS[:: max(1, len(GGUFS) // (len(positional[c]) // 4 + 1))]]
     if command in positional and rng.random() < 0.9:
         argv.append(rng.choice(positional[command]))
         if command == "compare" and rng.random() < 0.8:
@@ -477,8 +488,133 @@ def inputs_case(rng: random.Random, scratch: Path) -> tuple:
     return ("cli", ["claims", "--file", src])
 
 
+# ---- gguf: the synthetic GGUFs, rewritten ------------------------------------------------------------------------
+def _gguf_write(meta: list, tensors: list, alignment: int) -> bytes:
+    """A GGUF v3 header of ``meta`` ((key, type id, value)) and ``tensors`` ((name, dims, type, offset)), no data."""
+    import struct
+
+    def s(x: str) -> bytes:
+        b = x.encode()
+        return struct.pack("<Q", len(b)) + b
+
+    def val(t: int, v) -> bytes:
+        fmt = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+        if t == 8:
+            return s(v)
+        if t == 9:
+            it, items = v
+            return struct.pack("<IQ", it, len(items)) + b"".join(val(it, x) for x in items)
+        return struct.pack(fmt[t], v)
+
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta))
+    for k, t, v in meta:
+        out += s(k) + struct.pack("<I", t) + val(t, v)
+    for name, dims, typ, off in tensors:
+        out += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", typ, off)
+    return out + b"\0" * (-len(out) % alignment)
+
+
+def _typed(v):
+    """A header value as (gguf type id, value), the writer's way."""
+    if isinstance(v, bool):
+        return 7, v
+    if isinstance(v, int):
+        return (4, v) if 0 <= v < 1 << 32 else (11, v)
+    if isinstance(v, float):
+        return 6, v
+    if isinstance(v, str):
+        return 8, v
+    if isinstance(v, list):
+        items = [x for x in v if x is not None]
+        t = _typed(items[0])[0] if items else 4
+        return 9, (t, [_typed(x)[1] if _typed(x)[0] == t else 0 for x in items])
+    return 8, str(v)
+
+
+GGUF_VALUES = [0, 1, -1, 2, 7, 64, 1 << 31, (1 << 32) - 1, 1 << 40, -(1 << 40), 0.5, float("nan"), float("inf"), True,
+               "", "x" * 300, "llama", "mamba2", "deepseek2", "gemma3", "nope", [], [0], [1, 2, 3], [0] * 300,
+               [-1] * 8, [True, False] * 4, ["a", "b"], [1 << 40] * 3]
+
+
+def gguf_bytes(rng: random.Random) -> bytes:
+    from kvcalc.config.gguf.reader import read_header
+
+    src = rng.choice(GGUFS)
+    h = read_header(src)
+    meta = [(k, *_typed(v)) for k, v in h.metadata.items() if v is not None]
+    tensors = [(t.name, list(t.dims), t.type_id, t.offset) for t in h.tensors]
+    r = rng.random()
+    if r < 0.55 and meta:  # a value replaced, or a key dropped, once or twice
+        for _ in range(rng.choice([1, 1, 2])):
+            i = rng.randrange(len(meta))
+            if rng.random() < 0.15:
+                del meta[i]
+                if not meta:
+                    break
+                continue
+            k = meta[i][0] if rng.random() < 0.9 else rng.choice(["general.alignment", "general.architecture",
+                                                                   f"{h.get('general.architecture')}.block_count"])
+            meta[i] = (k, *_typed(rng.choice(GGUF_VALUES)))
+    elif r < 0.7 and tensors:  # a tensor's dimensions, type or offset
+        i = rng.randrange(len(tensors))
+        name, dims, typ, off = tensors[i]
+        field = rng.randrange(3)
+        if field == 0:
+            dims = [rng.choice([0, 1, 3, 1 << 20, 1 << 40]) for _ in range(rng.randrange(0, 6))]
+        elif field == 1:
+            typ = rng.choice([0, 1, 2, 8, 12, 19, 39, 99, 1 << 31])
+        else:
+            off = rng.choice([0, 1, 31, 1 << 40, off + 32])
+        tensors[i] = (name, dims, typ, off)
+    data = bytearray(_gguf_write(meta, tensors, h.alignment))
+    if r >= 0.7:  # bytes flipped, or the file cut anywhere
+        if rng.random() < 0.5:
+            for _ in range(rng.randrange(1, 6)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        else:
+            del data[rng.randrange(len(data)):]
+    return bytes(data)
+
+
+LLAMA_FLAGS = [("--frontend", ["llama-server", "ollama", "llama-cpp-python", "c-api", "x"]),
+               ("--ctx-size", ["0", "1", "300", "4096", "1000000", "-1"]), ("--parallel", ["1", "4", "300", "0"]),
+               ("--kv-unified", None), ("--no-kv-unified", None), ("--cache-type-k", ["q8_0", "q4_0", "f32", "q4_k"]),
+               ("--cache-type-v", ["q8_0", "f16", "iq4_nl"]), ("--flash-attn", ["on", "off", "auto", "x"]),
+               ("--swa-full", None), ("--batch-size", ["1", "32", "4096"]), ("--ubatch-size", ["1", "64", "100000"]),
+               ("--num-ctx", ["1", "2048", "100000"]), ("--num-parallel", ["1", "3", "999"]),
+               ("--kv-cache-type", ["q8_0", "q4_0", "bf16"]), ("--num-batch", ["1", "512"]),
+               ("--n-gpu-layers", ["-1", "0", "2", "99"]), ("--no-kv-offload", None), ("-p", ["q8_0", "q8_0/q4_0", "x"])]
+
+
+def gguf_case(rng: random.Random, scratch: Path) -> tuple:
+    path = scratch / f"g{rng.randrange(20)}.gguf"
+    path.write_bytes(gguf_bytes(rng))
+    command = rng.choice(["estimate", "show", "capacity", "capacity", "transfer", "decode", "import-gguf", "verify",
+                          "check-log"])
+    if command == "check-log":
+        log = rng.choice(sorted((ROOT / "tests" / "fixtures" / "logs" / "llamacpp").glob("*.log")))
+        return ("cli", ["check-log", str(log), "--model", str(path)] + (["--json"] if rng.random() < 0.3 else []))
+    argv = [command, str(path)]
+    if command == "import-gguf":
+        return ("cli", argv + (["-o", str(scratch / "imported.yaml")] if rng.random() < 0.5 else []))
+    if command != "show":
+        argv += ["-c", rng.choice(["1", "300", "1k", "8k", "128k"])]
+    if command in ("capacity", "transfer", "verify"):
+        argv += ["--engine", "llama.cpp"]
+        if command == "capacity":
+            argv += ["--gpu", rng.choice(["h100-sxm", "rtx-4090", "l4", "mi300x"])]
+        for flag, values in rng.sample(LLAMA_FLAGS, rng.randrange(0, 4)):
+            if command != "capacity" and flag in ("--n-gpu-layers", "--no-kv-offload") and command != "verify":
+                continue
+            argv += [flag] + ([rng.choice(values)] if values else [])
+    if rng.random() < 0.3:
+        argv.append("--json")
+    return ("cli", argv)
+
+
 SURFACES = {"flags": None, "yaml": yaml_case, "config.json": hf_case, "logs": log_case, "outputs": outputs_case,
-            "api": api_case, "inputs": inputs_case}
+            "api": api_case, "inputs": inputs_case, "gguf": gguf_case}
 
 
 def case(surface: str, rng: random.Random, scratch: Path, options: dict | None = None) -> tuple:

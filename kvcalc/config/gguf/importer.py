@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, quote
 from .hparams import HYBRID, NOT_PLANNED, RECURRENT, SUPPORTED, GgufHparams
 from .reader import GgufHeader
 
@@ -112,10 +112,10 @@ def gguf_config(h: GgufHeader, hp: GgufHparams, name: str | None = None) -> dict
     """The kvcalc config (a dict ready for YAML) of a GGUF."""
     a = hp.arch
     if a in NOT_PLANNED:
-        raise KvcalcError(f"model: {h.path}: llama.cpp architecture {a!r}: {NOT_PLANNED[a]}",
+        raise KvcalcError(f"model: {h.path}: llama.cpp architecture {quote(a, 80)}: {NOT_PLANNED[a]}",
                           param="model")
     if a not in SUPPORTED:
-        raise KvcalcError(f"model: {h.path}: llama.cpp architecture {a!r} is not one kvcalc reads (it reads: "
+        raise KvcalcError(f"model: {h.path}: llama.cpp architecture {quote(a, 80)} is not one kvcalc reads (it reads: "
                           f"{', '.join(sorted(SUPPORTED))})", param="model")
     comps, kinds, main, nextn = _components(h, hp)
     nm = name or re.sub(r"[^A-Za-z0-9._-]+", "-", Path(h.path).name.removesuffix(".gguf")).strip("-.")[:100] or "gguf"

@@ -156,27 +156,27 @@ def read_header(path: str | os.PathLike, what: str = "model") -> GgufHeader:
         lengths: dict = {}
         for i in range(n_kv):
             key = b.string(f"key {i}")
-            vtype = b.scalar("<I", f"the type of {key!r}")
+            vtype = b.scalar("<I", f"the type of {quote(key, 80)}")
             if vtype == ARRAY:
-                meta[key], lengths[key] = _array(b, repr(key))
+                meta[key], lengths[key] = _array(b, quote(key, 80))
             else:
-                meta[key] = _value(b, vtype, repr(key))
+                meta[key] = _value(b, vtype, quote(key, 80))
         alignment = meta.get("general.alignment", DEFAULT_ALIGNMENT)
         if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-            raise b.fail(f"general.alignment is {alignment!r}, not a power of two")
+            raise b.fail(f"general.alignment is {quote(alignment)}, not a power of two")
         tensors = []
         for i in range(n_tensors):
             name = b.string(f"tensor {i}'s name")
-            nd = b.scalar("<I", f"tensor {name!r}'s dimension count")
+            nd = b.scalar("<I", f"tensor {quote(name, 80)}'s dimension count")
             if not 1 <= nd <= MAX_DIMS:
-                raise b.fail(f"tensor {name!r} has {nd} dimensions (ggml has 1 to {MAX_DIMS})")
-            dims = tuple(b.scalar("<Q", f"tensor {name!r}'s dimensions") for _ in range(nd))
+                raise b.fail(f"tensor {quote(name, 80)} has {nd} dimensions (ggml has 1 to {MAX_DIMS})")
+            dims = tuple(b.scalar("<Q", f"tensor {quote(name, 80)}'s dimensions") for _ in range(nd))
             if any(d < 0 or d > 1 << 40 for d in dims):
-                raise b.fail(f"tensor {name!r} has a dimension out of range {dims}")
-            t = b.scalar("<I", f"tensor {name!r}'s type")
-            off = b.scalar("<Q", f"tensor {name!r}'s offset")
+                raise b.fail(f"tensor {quote(name, 80)} has a dimension out of range {dims}")
+            t = b.scalar("<I", f"tensor {quote(name, 80)}'s type")
+            off = b.scalar("<Q", f"tensor {quote(name, 80)}'s offset")
             if off % alignment:
-                raise b.fail(f"tensor {name!r}'s offset {off} is not a multiple of the alignment {alignment}")
+                raise b.fail(f"tensor {quote(name, 80)}'s offset {off} is not a multiple of the alignment {alignment}")
             tensors.append(TensorInfo(name, dims, t, off))
         data_offset = (b.pos + alignment - 1) // alignment * alignment
     return GgufHeader(os.fspath(path), version, meta, lengths, tuple(tensors), alignment, data_offset, b.size)

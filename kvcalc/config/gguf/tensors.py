@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, quote
 from .reader import GgufHeader
 
 _BLK = re.compile(r"^blk\.(\d+)\.")
@@ -87,12 +87,12 @@ def read_weights(h: GgufHeader, n_layer_all: int, n_layer: int) -> GgufWeights:
     end = 0
     for ti in h.tensors:
         if ti.type_id not in types:
-            raise KvcalcError(f"model: {h.path}: tensor {ti.name!r} has ggml type {ti.type_id}, which the gguf "
+            raise KvcalcError(f"model: {h.path}: tensor {quote(ti.name, 80)} has ggml type {ti.type_id}, which the gguf "
                               "package does not know", param="model")
         name, blck, tsize = types[ti.type_id]
         ne0 = ti.dims[0]
         if ne0 % blck:
-            raise KvcalcError(f"model: {h.path}: tensor {ti.name!r}: row of {ne0} values is not a whole number of "
+            raise KvcalcError(f"model: {h.path}: tensor {quote(ti.name, 80)}: row of {ne0} values is not a whole number of "
                               f"{name} blocks of {blck}", param="model")
         rest = 1
         for d in ti.dims[1:]:
