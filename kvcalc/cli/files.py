@@ -58,13 +58,14 @@ def import_hf_cmd(
     _emit_config(import_config(data, file, name), file, output, as_json)
 
 
-def _emit_config(cfg: dict, file: str, output: str | None, as_json: bool) -> None:
+def _emit_config(cfg: dict, file: str, output: str | None, as_json: bool,
+                 made_by: str = "`kvcalc import-hf` from a Hugging Face config.json") -> None:
     """An imported config, checked by the loader before anything is written, to ``output`` and / or stdout."""
     from ..config import parse_model
     from ..config.hf import to_yaml
 
     parse_model(cfg, file)  # the loader's own checks, before anything is written
-    text = to_yaml(cfg)
+    text = to_yaml(cfg, made_by)
     if output:
         write_atomic(output, text, "--output")
         print(f"kvcalc: wrote {output} ({cfg['name']}: {cfg['description']})", file=sys.stderr)
@@ -87,7 +88,7 @@ def import_gguf_cmd(
 
     if name is None and output:
         name = Path(output).stem
-    _emit_config(read_gguf(file, name, "FILE")[1], file, output, as_json)
+    _emit_config(read_gguf(file, name, "FILE")[1], file, output, as_json, "`kvcalc import-gguf` from a GGUF file's header")
 
 
 def write_atomic(path: str, text: str, flag: str) -> None:

@@ -323,12 +323,13 @@ def _context_fields(ctx: _Ctx, data: dict) -> dict[str, int]:
     return {k: ctx.integer(raw[k], f"context_fields.{k}") for k in CONTEXT_FIELDS if k in raw}
 
 
-def _architecture(ctx: _Ctx, data: dict) -> str | None:
-    if "architecture" not in data:
+def _architecture(ctx: _Ctx, data: dict, key: str = "architecture", example: str = "a class name such as "
+                  "GptOssForCausalLM") -> str | None:
+    if key not in data:
         return None
-    value = ctx.unwrap(data["architecture"], "architecture")
+    value = ctx.unwrap(data[key], key)
     if not isinstance(value, str) or not value.strip() or len(value) > 200:
-        raise ctx.err("architecture", f"must be a class name such as GptOssForCausalLM, got {_typename(value)}")
+        raise ctx.err(key, f"must be {example}, got {_typename(value)}")
     return value
 
 
@@ -436,6 +437,7 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         sources=sources,
         max_context=max_context,
         architecture=_architecture(ctx, data),
+        gguf_architecture=_architecture(ctx, data, "gguf_architecture", "llama.cpp's architecture name such as gemma3"),
         rope_scaling=_rope_scaling(ctx, data),
         multimodal=_multimodal(ctx, data),
         context_fields=_context_fields(ctx, data),

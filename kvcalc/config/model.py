@@ -111,6 +111,7 @@ class ModelSpec:
     original_max_position_embeddings: int | None = None  # config.json's top-level one (LongRoPE models)
     #: config.json's other context-length fields (model_max_length, seq_length, ...): engines choose among them
     context_fields: dict[str, int] = field(default_factory=dict, compare=False)
+    gguf_architecture: str | None = None  # llama.cpp's architecture (a GGUF's general.architecture)
     gguf: object = field(default=None, compare=False, repr=False)  # config.gguf.hparams.GgufHparams, from a GGUF
     gguf_weights: object = field(default=None, compare=False, repr=False)  # config.gguf.tensors.GgufWeights
 

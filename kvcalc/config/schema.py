@@ -25,6 +25,8 @@ TOP_KEYS = {
                                          "(vLLM defaults max_model_len to it; the limit stays the derived one)"),
     "architecture": "the Hugging Face architecture class (config.json architectures[0]); engines that choose pools "
                     "by architecture (SGLang's split sliding-window pools, its Mamba cache strategy) read it",
+    "gguf_architecture": ("llama.cpp's architecture (a GGUF's general.architecture, written by import-gguf): the "
+                          "llama.cpp engine plans by it where no Hugging Face class is named"),
     "multimodal": ("present for a multimodal checkpoint (config.json has a text_config or a vision_config): "
                    "{text_config, vision_config: whether it has them, vision_num_hidden_layers, vision_hidden_size} as vision_config "
                    "states them (null: not stated); "
@@ -83,6 +85,7 @@ def _weights_schema(sourced) -> dict:
 def json_schema() -> dict:
     """A JSON Schema for the config format, built from the same tables the loader enforces (for editors and
     other tools; the loader's own checks go further: cross-references, ratios, format fit)."""
+    # one piece: the schema is one literal, key by key as the format's table lists them
     from ..formats import FORMATS
 
     def sourced(schema: dict) -> dict:
@@ -129,6 +132,7 @@ def json_schema() -> dict:
             "max_context": sourced(integer),
             "rope_scaling": _rope_schema(sourced, integer),
             "architecture": sourced({"type": "string", "minLength": 1}),
+            "gguf_architecture": sourced({"type": "string", "minLength": 1}),
             "original_max_position_embeddings": sourced(integer),
             "context_fields": {"type": "object", "additionalProperties": False, "properties": {
                 **{k: integer for k in CONTEXT_FIELDS}, "source": {"type": "string"}, "note": {"type": "string"}}},

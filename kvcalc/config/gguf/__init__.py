@@ -53,4 +53,4 @@ def gguf_yaml(path, name: str | None = None) -> str:
     """``kvcalc import-gguf``: the kvcalc config of a GGUF, as YAML."""
     from ..hf import to_yaml
 
-    return to_yaml(_parts(path, name)[2])
+    return to_yaml(_parts(path, name)[2], "`kvcalc import-gguf` from a GGUF file's header")

@@ -128,6 +128,7 @@ def gguf_config(h: GgufHeader, hp: GgufHparams, name: str | None = None) -> dict
                                     "recurrent state in f32 (create_memory)"}}
     out: dict = {"kvcalc": 1, "name": nm, "display_name": hp.name or nm, "description": desc,
                  "sources": {"gguf": f"{h.path} (general.architecture {a}; read by kvcalc)"},
+                 "gguf_architecture": {"value": a, "source": _src(h, "general.architecture")},
                  "max_context": {"value": hp.n_ctx_train, "source": _src(h, f"{a}.context_length")},
                  "precisions": precisions, "default_precision": "f16", "components": comps,
                  "layer_kinds": kinds,

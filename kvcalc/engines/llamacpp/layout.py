@@ -198,6 +198,10 @@ def model_caches(spec) -> ModelCaches:
 
     layers = tuple(layer(i, k, False) for i, k in enumerate(spec.layers))
     layers += tuple(layer(len(layers) + i, k, True) for i, k in enumerate(spec.mtp_layers))
+    if spec.mtp_layers and arch in ("nemotron_h", "nemotron_h_moe"):
+        notes.append("llama.cpp gives a nemotron_h NextN layer a KV cache where its feed_forward_length is 0 "
+                     "(llama-model.cpp create_memory's filter); a config does not say, so its NextN layers are planned "
+                     "without one (give the GGUF)")
     if len(windows) > 1:
         raise KvcalcError(f"{spec.name}: sliding windows of {sorted(windows)} tokens; llama.cpp keeps one n_swa",
                           param="model")

@@ -176,3 +176,24 @@ def test_capacity_plans_every_fixture_gguf(cli, gguf):
     assert r.code == 0, r.err
     d = json.loads(r.out)
     assert d["memory_bytes"] == sum(sum(c["buffers"].values()) for c in d["caches"]) > 0
+
+
+@pytest.mark.parametrize("gguf", sorted(p.name for p in GGUF.glob("llamacpp-*.gguf")))
+def test_the_imported_yaml_plans_as_its_gguf(cli, tmp_path, gguf):
+    """import-gguf writes gguf_architecture: the YAML plans on llama.cpp with the same caches as the GGUF itself
+    (but for nemotron_h's NextN layer of feed_forward_length 0, which llama.cpp gives KV and a config cannot state:
+    the YAML's plan says so)."""
+    out = tmp_path / "m.yaml"
+    r = cli("import-gguf", str(GGUF / gguf), "-o", str(out))
+    assert r.code == 0, r.err
+    args = ["--engine", "llama.cpp", "--gpu", "h100-sxm", "-c", "1k", "--json"]
+    a = json.loads(cli("capacity", str(out), "--weights-gib", "0.01", *args).out)
+    b = json.loads(cli("capacity", str(GGUF / gguf), *args).out)
+    if gguf == "llamacpp-nemotron_h-mtp-ff0.gguf":
+        r = cli("capacity", str(out), "--weights-gib", "0.01", *args[:-1])
+        assert "NextN layers are planned without one (give the GGUF)" in r.out.replace("\n", " ")
+        assert [c["layers"] for c in a["caches"]] == [1, 6] and [c["layers"] for c in b["caches"]] == [2, 6]
+        return
+    assert [(c["kind"], c["cells"], c["layers"], c["k_bytes"], c["v_bytes"], c["r_bytes"], c["s_bytes"])
+            for c in a["caches"]] == [(c["kind"], c["cells"], c["layers"], c["k_bytes"], c["v_bytes"], c["r_bytes"],
+                                       c["s_bytes"]) for c in b["caches"]]
