@@ -19,7 +19,7 @@ def _block_types(fields: _Fields, key: str) -> str | None:
     if lst is None:
         return None
     for i, t in enumerate(lst):
-        if t not in _CODES:
+        if not isinstance(t, str) or t not in _CODES:
             raise _fail(f"{fields.file}: {fields.prefix}{key}[{i}]: {_show(t)} is not a layer type NemotronHConfig "
                         f"knows ({', '.join(sorted(_CODES))})")
     return "".join(_CODES[t] for t in lst)

@@ -633,6 +633,9 @@ def test_nemotron_h_in_transformers_5_form_and_its_mtp_step():
     assert _bytes("nemotron-3-super-120b", 32768, mtp=True) - _bytes("nemotron-3-super-120b", 32768) == 32768 * 1024
     with pytest.raises(KvcalcError, match=r"layers_block_type\[0\]: 'rnn' is not a layer type"):
         import_config({"model_type": "nemotron_h", "layers_block_type": ["rnn"]})
+    # found by the fuzz (reports/fuzz.json): a list where a layer type stands was looked up as a key
+    with pytest.raises(KvcalcError, match=r"layers_block_type\[0\]: a list of 1 entries is not a layer type"):
+        import_config({"model_type": "nemotron_h", "layers_block_type": [[1]]})
 
 
 def test_falcon_h1_without_d_ssm_and_a_list_text_config_are_refused():
