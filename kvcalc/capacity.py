@@ -199,10 +199,53 @@ def _lengths(request_tokens, context: int) -> list[int]:
     return [args.integer(request_tokens, "request_tokens", 1, 1 << 40)]
 
 
+#: plans kept while a search runs (:func:`plans_kept`): (model, context, precision, engine, settings, mtp, tp, pp) ->
+#: the stages' plans; None outside a search
+_KEPT: dict | None = None
+
+
 def _stage_plans(spec, context, precision, engine, settings, mtp, par: Parallel) -> list[PoolPlan]:
-    """One rank's plan for every pipeline stage (one plan without pipeline parallelism)."""
-    return [plan(spec, context, precision=precision, engine=engine.name, settings=settings, mtp=mtp, tp=par.tp,
-                 stage=i if par.pp > 1 else None) for i in range(par.pp)]
+    """One rank's plan for every pipeline stage (one plan without pipeline parallelism); inside
+    :func:`plans_kept`, each is made once."""
+    key = None
+    if _KEPT is not None:
+        key = (id(spec), context, precision, engine.name, settings, mtp, par.tp, par.pp)
+        if key in _KEPT:
+            kept = _KEPT[key][1]
+            if isinstance(kept, KvcalcError):
+                raise kept
+            return kept
+    try:
+        out = [plan(spec, context, precision=precision, engine=engine.name, settings=settings, mtp=mtp, tp=par.tp,
+                    stage=i if par.pp > 1 else None) for i in range(par.pp)]
+    except KvcalcError as e:
+        if key is not None:
+            _KEPT[key] = (spec, e)  # a refusal is the same each time it is asked
+        raise
+    if key is not None:
+        _KEPT[key] = (spec, out)  # the model held with its plans: its id is not reused while the search runs
+    return out
+
+
+class plans_kept:
+    """``with plans_kept():`` a search's capacity calls make each pool plan once (a plan depends on the model,
+    context, precision, engine settings and tp / pp, not on the GPU's memory)."""
+
+    def __enter__(self):
+        global _KEPT
+        from . import plan as P
+
+        self._outer = (_KEPT, P._KEPT)
+        if _KEPT is None:
+            _KEPT, P._KEPT = {}, {}
+        return self
+
+    def __exit__(self, *exc):
+        global _KEPT
+        from . import plan as P
+
+        _KEPT, P._KEPT = self._outer
+        return False
 
 
 def _weights_per_gpu(spec: ModelSpec, par: Parallel, stages, override: int | None) -> tuple[int, int, str]:

@@ -24,8 +24,22 @@ __all__ = ["GroupKind", "Layout", "PlanGroup", "PlanPage", "PlanTensor", "PoolPl
 
 
 # ---- building a plan ----------------------------------------------------------------------------------------
+#: the exact bytes by member, kept while a search runs (:class:`kvcalc.capacity.plans_kept`); None outside one
+_KEPT: dict | None = None
+
+
 def _analytic_by_member(model: ModelSpec, context: int, precision: str, mtp: bool, tp: int,
                         formats: dict | None = None) -> dict:
+    if _KEPT is None:
+        return _analytic_by_member_now(model, context, precision, mtp, tp, formats)
+    key = (id(model), context, precision, mtp, tp, tuple(sorted((formats or {}).items())))
+    if key not in _KEPT:
+        _KEPT[key] = (model, _analytic_by_member_now(model, context, precision, mtp, tp, formats))
+    return _KEPT[key][1]
+
+
+def _analytic_by_member_now(model: ModelSpec, context: int, precision: str, mtp: bool, tp: int,
+                            formats: dict | None = None) -> dict:
     """Exact bytes of each (layer, component) one tp rank holds, each component in its stored format (``formats``:
     an engine's, :meth:`Engine.stored_formats`; None: the precision's): heads per rank (replicated when tp exceeds
     them), fixed state split evenly; latents whole."""

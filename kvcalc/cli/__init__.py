@@ -7,7 +7,7 @@ Commands live in the modules beside this one, each registering on :data:`app`.
 from __future__ import annotations
 
 from . import app as _app
-from . import capacity, checklog, decode, estimate, files, info, transfer, verify  # noqa: F401  (each registers its commands)
+from . import capacity, checklog, decode, estimate, files, fit, info, transfer, verify  # noqa: F401  (each registers its commands)
 from .app import app
 
 __all__ = ["FLAGS", "app", "main", "run"]

@@ -35,6 +35,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                  "kvcalc transfer deepseek-v4-pro -c 128k --tp 8 --link ib-ndr --json"),
     "decode": ("kvcalc decode deepseek-v4-pro -c 1M -p fp8",
                "kvcalc decode llama-3.1-8b -c 8k --batch 32 --gpu h100"),
+    "fit": ("kvcalc fit gpt-oss-120b -c 128k -n 16 --gpu h100,h200",
+            "kvcalc fit llama-3.1-70b -c 32k -n 24 --engine vllm -p bf16 --json",
+            "kvcalc fit gpt-oss-120b -n 16 --gpu h100 --gpus 2"),
     "schema": ("kvcalc schema",
                "kvcalc schema --output capacity"),
 }

@@ -3,4 +3,4 @@
 line's help does not load the schemas."""
 
 OUTPUTS = ("estimate", "compare", "capacity", "sweep", "show", "models", "gpus", "claims", "check-log", "verify",
-           "import-hf", "import-gguf", "plot", "report", "schema", "decode", "transfer")
+           "import-hf", "import-gguf", "plot", "report", "schema", "decode", "transfer", "fit")

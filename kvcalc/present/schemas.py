@@ -317,8 +317,32 @@ def _verify() -> tuple[dict, dict]:
                     "fill": {"enum": ["full", "sample", "none"]}, "verdict": {"enum": ["pass", "fail"]},
                     "rows": arr(row, 1), "runs": {"type": "object", "additionalProperties": ref("verify_rank"),
                                                   "minProperties": 1}, "basis": STR})
-    defs.update(verify_rank=one, verify_tp=combined, verify_headline=headline)
-    return {"oneOf": [ref("verify_rank"), ref("verify_tp"), ref("verify_headline")]}, defs
+    measured = obj({"figure": STR, "measured": STR, "kvcalc": STR, "agrees": null(BOOL)})
+    llama = obj({"engine": {"const": "llama.cpp"}, "model": STR, "path": STR, "context_tokens": POS,
+                 "llama_cpp_python": STR, "command": STR, "rows": arr(measured, 1), "notes": arr(STR),
+                 "verdict": {"enum": ["pass", "fail"]}},
+                description="--engine llama.cpp: what llama.cpp itself made beside the plan (exact figures first, "
+                            "then its log lines)")
+    defs.update(verify_rank=one, verify_tp=combined, verify_headline=headline, verify_llama_cpp=llama)
+    return {"oneOf": [ref("verify_rank"), ref("verify_tp"), ref("verify_headline"), ref("verify_llama_cpp")]}, defs
+
+
+# ---- fit ------------------------------------------------------------------------------------------------------
+def _fit() -> tuple[dict, dict]:
+    where = {"gpu": STR, "gpus": POS, "tp": POS, "pp": POS, "dp": POS, "ep": BOOL, "engine": STR, "precision": STR}
+    dep = obj({**where, "context_tokens": POS, "total_requests": COUNT, "requests_per_replica": COUNT,
+               "spare_requests": null(COUNT), "kv_pool_bytes_per_gpu": COUNT, "weights_bytes_per_gpu": null(COUNT),
+               "command": STR}, description="one deployment, as `kvcalc capacity` with its command plans it")
+    miss = obj({**where, "why": {"enum": ["weights", "kv", "layout", "engine"]}, "detail": STR},
+               description="a smaller deployment that does not serve the workload, and why")
+    search = obj({"model": STR, "context_tokens": POS, "concurrency": null(POS), "deployments": arr(dep),
+                  "misses": arr(miss), "searched": COUNT, "seconds": NUM, "notes": arr(STR), "basis": STR},
+                 description="deployments ranked: fewest GPUs, then most spare requests (most requests without "
+                             "a concurrency)")
+    reverse = obj({"model": STR, "concurrency": POS, "gpus": POS,
+                   "longest": arr(obj({**where, "context_tokens": POS, "command": STR}))},
+                  description="no --context: on the fleet, the longest context at which the requests fit")
+    return {"oneOf": [search, reverse]}, {}
 
 
 # ---- import-hf, report, schema --------------------------------------------------------------------------------
@@ -393,7 +417,7 @@ _BUILDERS = {
     "show": lambda: (_model(full=True), {}), "models": lambda: (arr(_model(full=False)), {}),
     "gpus": lambda: (arr(_gpu(full=True)), {}), "claims": _claims, "check-log": _check_log, "verify": _verify,
     "import-hf": _import_hf, "import-gguf": _import_hf, "plot": _plot, "report": _report, "schema": _schema, "decode": _decode,
-    "transfer": _transfer,
+    "transfer": _transfer, "fit": _fit,
 }
 
 

@@ -123,6 +123,9 @@ CASES = {
         ["check-log", LOGS / "llamacpp/jamba-np2.log", "--model", ROOT / "tests/fixtures/gguf/llamacpp-jamba.gguf",
          "--json"],
     ],
+    "fit": [["fit", "gpt-oss-120b", "-c", "128k", "-n", "16", "--gpu", "h100-sxm,h200", "--json"],
+            ["fit", "llama-3.1-8b", "-c", "8k", "--gpu", "l4", "--json"],
+            ["fit", "gpt-oss-120b", "-n", "16", "--gpu", "h100-sxm", "--gpus", "2", "--json"]],
     "import-hf": [["import-hf", HF / f"{m}.json", "--json"]
                   for m in ("llama-3.1-8b", "deepseek-v3.2", "deepseek-v4-flash", "qwen3-next-80b-a3b", "gpt-oss-20b")],
     "import-gguf": [["import-gguf", ROOT / f"tests/fixtures/gguf/llamacpp-{m}.gguf", "--json"]

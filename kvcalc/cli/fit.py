@@ -1,0 +1,62 @@
+"""`fit`: which deployments serve a workload, as each engine plans them."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from ..errors import KvcalcError
+from .app import command, console, hf_option, json_option, model_arg, print_json
+from .files import one_model
+
+
+@command("fit")
+def fit_cmd(
+    model: Optional[str] = model_arg(),
+    hf: Optional[str] = hf_option(),
+    context: Optional[str] = typer.Option(None, "--context", "-c", help="Tokens a request holds (max_model_len). "
+                                          "Without it (and with --concurrency, --gpu and --gpus): the longest context "
+                                          "that fleet serves."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", "-n", help="Requests at once. Without it: the "
+                                              "most requests each deployment holds at the context."),
+    gpu: str = typer.Option("all", "--gpu", help="GPUs from `kvcalc gpus`, comma-separated, or 'all'."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="Only fleets of exactly this many GPUs (a power of "
+                                       "two)."),
+    max_gpus: int = typer.Option(8, "--max-gpus", help="The largest fleet searched (GPU counts are powers of two)."),
+    engine: str = typer.Option("vllm,sglang", "--engine", help="Engines, comma-separated (vllm, sglang, llama.cpp, "
+                               "exact)."),
+    precision: Optional[List[str]] = typer.Option(None, "--precision", "-p", help="Precisions, comma-separated or "
+                                                  "repeated (default: every precision the model declares)."),
+    show_all: bool = typer.Option(False, "--all", help="Every deployment found, not only the smallest of each GPU, "
+                                  "engine and precision."),
+    as_json: bool = json_option(),
+) -> None:
+    """Every way to serve a model: for each GPU, engine and precision, the smallest deployment (GPUs, tp x pp x dp,
+    expert parallelism) that holds the requests, exactly as the engine plans it, with why smaller ones fail; each
+    row re-runs as `kvcalc capacity`."""
+    from ..config import load_model
+    from ..fit import best_per, fit, longest
+    from ..present.fit import fit_json, longest_json, render_fit, render_longest
+    from ..units import parse_tokens
+
+    spec = load_model(one_model(model, hf))
+    precs = [p for v in precision for p in v.split(",") if p.strip()] if precision else None
+    gpu_list = None if gpu.strip().lower() == "all" else gpu
+    if context is None:
+        if concurrency is None or gpus is None or gpu_list is None:
+            raise KvcalcError("--context: give the context (tokens a request holds), or for the longest context a "
+                              "fleet serves: --concurrency, --gpu and --gpus")
+        rows = longest(spec, concurrency, gpus=gpu_list, count=gpus, engines=engine, precisions=precs)
+        if as_json:
+            print_json(longest_json(spec.name, concurrency, gpus, rows))
+        else:
+            render_longest(console(), spec.name, concurrency, gpus, rows)
+        return
+    ctx = parse_tokens(context, "--context")
+    out = fit(spec, ctx, concurrency, gpus=gpu_list, engines=engine, precisions=precs, max_gpus=max_gpus,
+              count=gpus)
+    if as_json:
+        print_json(fit_json(out))
+    else:
+        render_fit(console(), out, out.deployments if show_all else best_per(out))

@@ -1,0 +1,91 @@
+"""`kvcalc fit`: the deployments that serve a workload, ranked, and why the smaller ones do not."""
+
+from __future__ import annotations
+
+from ..units import format_bytes
+from .common import ctx_text, table
+
+WHY = {"weights": "weights and reserve leave no KV memory", "kv": "the KV pool holds too few requests",
+       "layout": "the engine refuses the layout", "engine": "the engine refuses it"}
+
+
+def command(model: str, row, concurrency: int | None = None) -> str:
+    """The `kvcalc capacity` command line that re-runs a row of fit (a Deployment, or a Longest with its
+    concurrency)."""
+    lay = row.layout
+    out = (f"kvcalc capacity {model} --gpu {row.gpu} --gpus {lay.gpus} --tp {lay.tp} --pp {lay.pp} --dp {lay.dp}"
+           + (" --ep" if lay.ep else "") + f" --engine {row.engine} -p {row.precision}")
+    return out + (f" --concurrency {concurrency}" if concurrency is not None else f" -c {row.context}")
+
+
+def fit_json(r) -> dict:
+    """fit's JSON: the result's, each deployment with its `kvcalc capacity` command."""
+    out = r.to_json()
+    for d, j in zip(r.deployments, out["deployments"]):
+        j["command"] = command(r.model, d)
+    return out
+
+
+def longest_json(model: str, concurrency: int, gpus: int, rows) -> dict:
+    return {"model": model, "concurrency": concurrency, "gpus": gpus,
+            "longest": [x.to_json() | {"command": command(model, x, concurrency)} for x in rows]}
+
+
+def _layout(lay) -> str:
+    return f"{lay.tp}x{lay.pp}x{lay.dp}" + (" ep" if lay.ep else "")
+
+
+def render_fit(con, r, rows) -> None:
+    asked = f"{r.concurrency:,} requests" if r.concurrency is not None else "the most requests"
+    con.print(f"{r.model} at {ctx_text(r.context)}: {asked}; {r.searched:,} deployments planned in "
+              f"{r.seconds:.2f} s")
+    t = table()
+    for col, just in (("gpu", "left"), ("gpus", "right"), ("tp x pp x dp", "left"), ("engine", "left"),
+                      ("precision", "left"), ("requests", "right"), ("spare", "right"), ("KV pool / GPU", "right"),
+                      ("weights / GPU", "right")):
+        t.add_column(col, justify=just)
+    for d in rows:
+        t.add_row(d.gpu, str(d.layout.gpus), _layout(d.layout), d.engine, d.precision, f"{d.total_requests:,}",
+                  "-" if d.spare is None else f"{d.spare:,}", format_bytes(d.kv_pool_bytes_per_gpu),
+                  "-" if d.weights_bytes_per_gpu is None else format_bytes(d.weights_bytes_per_gpu))
+    con.table(t)
+    if rows:
+        con.print(f"Re-run a row: {command(r.model, rows[0])}")
+    if r.concurrency is not None and r.misses:
+        served = {(d.gpu, d.engine, d.precision) for d in rows}
+        lines = {}
+        for m in r.misses:
+            k = (m.gpu, m.engine, m.precision)
+            lines.setdefault(k, {}).setdefault(m.why, []).append(m)
+        shown = 0
+        for k, by in lines.items():
+            if shown >= 12:
+                con.print(f"... and {len(lines) - shown:,} more (--json lists every one)")
+                break
+            smaller = "smaller fleets" if k in served else "every fleet searched"
+            parts = []
+            for why, ms in by.items():
+                first = ms[0]
+                parts.append(f"{WHY[why]} ({len(ms)}; e.g. {first.layout.gpus} GPU(s) {_layout(first.layout)}: "
+                             f"{first.detail[:140]})")
+            con.print(f"Why not {smaller} of {k[0]} / {k[1]} / {k[2]}: " + "; ".join(parts) + ".")
+            shown += 1
+    for n in r.notes:
+        con.print(f"Note: {n}")
+    con.print("Basis: each row is `kvcalc capacity` with that GPU, layout, engine and precision (the engine's own "
+              "budget and defaults, the model's weights split by the layout); fleets of 1, 2, 4, 8 ... GPUs.")
+
+
+def render_longest(con, model: str, concurrency: int, gpus: int, rows) -> None:
+    con.print(f"{model}: the longest context at which {concurrency:,} requests fit on {gpus} GPU(s)")
+    t = table()
+    for col, just in (("gpu", "left"), ("tp x pp x dp", "left"), ("engine", "left"), ("precision", "left"),
+                      ("context", "right")):
+        t.add_column(col, justify=just)
+    for x in rows:
+        t.add_row(x.gpu, _layout(x.layout), x.engine, x.precision, ctx_text(x.context))
+    con.table(t)
+    if rows:
+        con.print(f"Re-run a row: {command(model, rows[0], concurrency)}")
+    else:
+        con.print("No layout of these GPUs holds them at any context.")

@@ -1,0 +1,110 @@
+"""`kvcalc fit`: every deployment it reports is what `capacity` says one call at a time, the smallest of each GPU,
+engine and precision really is the smallest, and each smaller one fails for the reason given."""
+
+from __future__ import annotations
+
+import doctest
+import json
+
+import pytest
+
+import kvcalc.fit as F
+from kvcalc.capacity import Parallel, capacity, max_context
+from kvcalc.errors import KvcalcError
+from kvcalc.present.fit import command
+
+
+def test_layouts_by_hand():
+    # 4 GPUs: tp x pp x dp in powers of two: 1x1x4, 1x2x2, 1x4x1, 2x1x2, 2x2x1, 4x1x1
+    assert [(x.tp, x.pp, x.dp) for x in F.layouts(4, False)] == [(1, 1, 4), (1, 2, 2), (1, 4, 1), (2, 1, 2),
+                                                                   (2, 2, 1), (4, 1, 1)]
+    # a mixture of experts adds expert parallelism wherever experts span more than one rank (tp x dp > 1)
+    moe = F.layouts(4, True)
+    assert len(moe) == 6 + 5 and not any(x.ep for x in moe if x.tp * x.dp == 1)
+    assert [(x.tp, x.pp, x.dp) for x in F.layouts(1, True)] == [(1, 1, 1)]
+
+
+@pytest.mark.parametrize("model, context, n", [("gpt-oss-120b", 131072, 16), ("llama-3.1-70b", 32768, 24)])
+def test_every_row_is_capacity_one_call_at_a_time(model, context, n):
+    r = F.fit(model, context, n, gpus=["h100-sxm", "h200"], engines=["vllm", "sglang"])
+    assert r.deployments and r.searched >= len(r.deployments) + len(r.misses)
+    for d in r.deployments:
+        lay = d.layout
+        cap = capacity(model, context, precision=d.precision, engine=d.engine, gpu=d.gpu,
+                       parallel=Parallel(lay.tp, lay.pp, lay.dp, lay.ep))
+        assert cap.total_requests == d.total_requests >= n
+        assert (cap.kv_pool_bytes_per_gpu, cap.weights_bytes_per_gpu) == (d.kv_pool_bytes_per_gpu,
+                                                                           d.weights_bytes_per_gpu)
+        assert d.spare == d.total_requests - n
+        assert command(model, d) == (f"kvcalc capacity {model} --gpu {d.gpu} --gpus {lay.gpus} --tp {lay.tp} "
+                                     f"--pp {lay.pp} --dp {lay.dp}{' --ep' if lay.ep else ''} --engine {d.engine} "
+                                     f"-p {d.precision} -c {context}")
+    for m in r.misses:
+        lay = m.layout
+        par = Parallel(lay.tp, lay.pp, lay.dp, lay.ep)
+        if m.why == "kv" and m.detail.startswith("holds "):
+            cap = capacity(model, context, precision=m.precision, engine=m.engine, gpu=m.gpu, parallel=par)
+            assert cap.total_requests < n
+        else:
+            with pytest.raises(KvcalcError):
+                capacity(model, context, precision=m.precision, engine=m.engine, gpu=m.gpu, parallel=par)
+    # the smallest: no deployment of fewer GPUs holds n (the whole search without a concurrency lists every one)
+    everything = F.fit(model, context, None, gpus=["h100-sxm", "h200"], engines=["vllm", "sglang"])
+    for d in F.best_per(r):
+        fewer = [e for e in everything.deployments if (e.gpu, e.engine, e.precision) == (d.gpu, d.engine, d.precision)
+                 and e.layout.gpus < d.layout.gpus and e.total_requests >= n]
+        assert not fewer, (d, fewer[:1])
+
+
+def test_ranking_and_reasons():
+    r = F.fit("llama-3.1-70b", 32768, 24, gpus=["h100-sxm"], engines=["vllm"], precisions=["bf16"])
+    # by hand: vLLM asks 0.92 x 79.65 GiB = 73.28 GiB of an H100; the weights are 131.42 GiB and the reserve 4 GiB.
+    # 1 GPU (and any dp-only layout): no room. tp 2: 65.71 + 4 leaves 3.56 GiB, less than one request: 32,768 tokens
+    # x 80 layers x 2 x (8 / 2 heads) x 128 x 2 B = 5 GiB. tp 4: 32.86 + 4 leaves 36.42 GiB for 2.5 GiB requests:
+    # 14 < 24. tp 8: 16.43 + 4 leaves 52.85 GiB for 1.25 GiB requests: 42 >= 24.
+    best = F.best_per(r)[0]
+    assert (best.layout.gpus, best.layout.tp, best.total_requests) == (8, 8, 42)
+    assert {m.why for m in r.misses if m.layout.gpus == 1} == {"weights"}
+    assert {m.why for m in r.misses if (m.layout.tp, m.layout.gpus) == (2, 2)} == {"kv"}
+    assert [m.detail for m in r.misses if (m.layout.tp, m.layout.gpus) == (4, 4)] == [
+        "holds 14 request(s) of 32,768 tokens, not 24"]
+    gpus = [d.layout.gpus for d in r.deployments]
+    assert gpus == sorted(gpus)
+    same = [d.spare for d in r.deployments if d.layout.gpus == 4]
+    assert same == sorted(same, reverse=True)
+
+
+def test_the_reverse_is_capacity_max_context():
+    rows = F.longest("gpt-oss-120b", 16, gpus=["h100-sxm"], count=2, engines=["vllm"], precisions=["bf16"])
+    assert rows
+    for x in rows:
+        lay = x.layout
+        best, _ = max_context({"model": "gpt-oss-120b", "precision": "bf16", "engine": "vllm", "gpu": "h100-sxm",
+                               "parallel": Parallel(lay.tp, lay.pp, lay.dp, lay.ep)}, 16, 131072)
+        assert x.context == best
+        cmd = command("gpt-oss-120b", x, 16)
+        assert cmd.endswith("--concurrency 16") and " -c " not in cmd
+
+
+def test_refusals_in_one_line(cli):
+    r = cli("fit", "llama-3.1-8b", "-n", "4")
+    assert r.code == 2 and "--context" in r.err and r.err.count("\n") == 1
+    r = cli("fit", "llama-3.1-8b", "-c", "8k", "--gpus", "3")
+    assert r.code == 2 and "power of two" in r.err
+    r = cli("fit", "llama-3.1-8b", "-c", "8k", "--gpu", "h100-sxm,nope")
+    assert r.code == 2 and "nope" in r.err
+    r = cli("fit", "llama-3.1-8b", "-c", "8k", "--engine", "vllm,nope")
+    assert r.code == 2 and "nope" in r.err
+
+
+def test_cli_json_and_text(cli):
+    r = cli("fit", "llama-3.1-8b", "-c", "8k", "-n", "32", "--gpu", "h100-sxm", "--engine", "vllm", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["deployments"][0]["gpus"] == 1 and d["deployments"][0]["total_requests"] >= 32
+    r = cli("fit", "llama-3.1-8b", "-c", "8k", "-n", "32", "--gpu", "h100-sxm", "--engine", "vllm")
+    assert r.code == 0 and "Re-run a row: kvcalc capacity llama-3.1-8b --gpu h100-sxm --gpus 1" in r.out
+
+
+def test_the_docstring_example_runs():
+    assert doctest.testmod(F, verbose=False).failed == 0
