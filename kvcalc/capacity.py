@@ -257,8 +257,9 @@ def _weights_per_gpu(spec: ModelSpec, par: Parallel, stages, override: int | Non
         per = math.ceil(total * share / par.tp)
         return total, per, "given ({{weights}}), split evenly over tp and pp"
     if spec.weights is None:
+        why = f" ({spec.notes.removeprefix('no weights: ')[:160]})" if spec.notes.startswith("no weights:") else ""
         raise KvcalcError(
-            f"weights: {spec.name} declares no weights; give them ({{{{weights}}}}) or the KV pool directly "
+            f"weights: {spec.name} declares no weights{why}; give them ({{{{weights}}}}) or the KV pool directly "
             "({{kv_memory}})", param="weights"
         )
     w = spec.weights

@@ -433,6 +433,7 @@ def parse_model(data: Any, path: str) -> ModelSpec:
         name=name,
         display_name=data.get("display_name", name),
         description=data.get("description", ""),
+        notes=data.get("notes", ""),
         path=path,
         sources=sources,
         max_context=max_context,

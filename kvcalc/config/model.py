@@ -112,6 +112,7 @@ class ModelSpec:
     #: config.json's other context-length fields (model_max_length, seq_length, ...): engines choose among them
     context_fields: dict[str, int] = field(default_factory=dict, compare=False)
     gguf_architecture: str | None = None  # llama.cpp's architecture (a GGUF's general.architecture)
+    notes: str = field(default="", compare=False)  # the config's free text (import-hf: why it has no weights)
     gguf: object = field(default=None, compare=False, repr=False)  # config.gguf.hparams.GgufHparams, from a GGUF
     gguf_weights: object = field(default=None, compare=False, repr=False)  # config.gguf.tensors.GgufWeights
 

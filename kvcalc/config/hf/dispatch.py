@@ -184,4 +184,39 @@ def import_config(data: dict, file: str = "config.json", name: str | None = None
     dtype = fields.raw("torch_dtype") or fields.raw("dtype") or fields.top.get("torch_dtype")
     out["default_precision"] = "fp16" if dtype == "float16" and "fp16" in out["precisions"] else "bf16"
     out.update(body)
+    out.update(_weights(fields, mt, file))
     return out
+
+
+def _weights(fields: _Fields, mt: str, file: str) -> dict:
+    """The checkpoint's weights, derived from the config (and checked against model.safetensors.index.json beside a
+    local config); where a family's tensors are not derived, none, and the reason in the config's notes."""
+    from ...errors import KvcalcError
+    from .weights import read_index, weights_config
+
+    index = read_index(file) if file.endswith(".json") else None
+    try:
+        return {"weights": weights_config(fields, mt, *(index or (None, "")))}
+    except KvcalcError as e:
+        if "is not this config's checkpoint" in str(e):
+            raise
+        if index is not None:
+            return {"weights": {"params": {"int8": index[0]},
+                                "source": f"{index[1]} total_size (the tensors are not derived from config.json: "
+                                          f"{str(e).removeprefix('weights: ')[:200]}; the dense / expert split is "
+                                          "not known)"}}
+        text = str(e).removeprefix("weights: ").removeprefix(f"{file}: ")
+        if "kvcalc does not derive this family" in text:
+            text = f"{mt}'s checkpoint tensors are not derived from config.json yet"
+        return {"notes": f"no weights: {text}"}
+
+
+def checkpoint_bytes(data: dict, file: str = "config.json") -> int:
+    """The checkpoint's model.safetensors.index.json total_size for a Hugging Face config, as kvcalc derives it
+    (MTP layers included; kvcalc.config.hf.weights)."""
+    from .weights import tally
+
+    fields = _Fields(data, file)
+    mt = model_type(fields)
+    fields.use_defaults(mt)
+    return tally(fields, mt).checkpoint_bytes
