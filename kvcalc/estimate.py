@@ -77,6 +77,13 @@ class Estimate:
     per_sequence: Vector  # bytes per context for one sequence
     context_warning: str | None = None  # one line for every context beyond the model's max_context
 
+    def __repr__(self) -> str:
+        n = len(self.per_sequence)
+        first = f"{int(self.per_sequence[0]):,} B at {int(self.contexts[0]):,} tokens" if n else "no context"
+        more = f" (+{n - 1:,} more contexts)" if n > 1 else ""
+        return (f"<kvcalc Estimate: {self.model.name}, {self.precision}, {self.basis} basis, batch {self.batch}: "
+                f"{first} per sequence{more}>")
+
     @property
     def warnings(self) -> tuple[str, ...]:
         return (self.context_warning,) if self.context_warning else ()

@@ -49,28 +49,12 @@ def decode_cmd(
             raise KvcalcError(floor.does_not_fit_template, param="gpu")
     elif weights_gib is not None:
         raise KvcalcError("--weights-gib: is read only with --gpu (the weights a step reads)")
-    why = _precision_basis(spec, d.precision, asked=precision is not None)
+    from ..present.decode import precision_basis
+
+    why = precision_basis(spec, d.precision, asked=precision is not None)
     if as_json:
         print_json(d.to_json() | ({"step": floor.to_json()} if floor else {}) | {"precision_basis": why})
     else:
         render_decode(console(), d, floor)
         if precision is None:  # said where kvcalc chose it
             console().print(f"Precision: {why}.")
-
-
-def _precision_basis(spec, precision: str, asked: bool) -> str:
-    """Why the step is priced at this precision: asked, or the config's default, and what each engine's
-    kv-cache dtype auto would store instead (capacity and transfer plan that)."""
-    from ..engines import engines
-    from ..errors import with_names
-    from ..present.flags import FLAGS
-
-    if asked:
-        return f"{precision}, as asked"
-    other = [f"{e.title} stores {d}" for e in engines() if e.version
-             for d in [e.default_precision(spec)] if d and d != precision]
-    text = f"{precision}, the config's default (decode prices no engine)"
-    if other:
-        text += (f"; asked for kv-cache dtype auto, {' and '.join(other)} (what `capacity` and `transfer` plan): "
-                 f"{with_names('{{precision}}', FLAGS)} {other[0].rsplit(' ', 1)[1]} prices that")
-    return text

@@ -69,3 +69,21 @@ def _render_floor(con, f) -> None:
 
 def _seconds(s: float) -> str:
     return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def precision_basis(spec, precision: str, asked: bool) -> str:
+    """Why the step is priced at this precision: asked, or the config's default, and what each engine's
+    kv-cache dtype auto would store instead (capacity and transfer plan that)."""
+    from ..engines import engines
+    from ..errors import with_names
+    from .flags import FLAGS
+
+    if asked:
+        return f"{precision}, as asked"
+    other = [f"{e.title} stores {d}" for e in engines() if e.version
+             for d in [e.default_precision(spec)] if d and d != precision]
+    text = f"{precision}, the config's default (decode prices no engine)"
+    if other:
+        text += (f"; asked for kv-cache dtype auto, {' and '.join(other)} (what `capacity` and `transfer` plan): "
+                 f"{with_names('{{precision}}', FLAGS)} {other[0].rsplit(' ', 1)[1]} prices that")
+    return text

@@ -33,11 +33,16 @@ def locate(arg: str, flag: str = "--hf") -> str:
         raise _fail(f"{flag}: {quote(arg)} is not a local file; fetching a hub id needs huggingface_hub "
                     "(pip install huggingface_hub), or download its config.json and pass the file") from None
     try:
-        return str(hf_hub_download(repo_id=arg, filename="config.json"))
+        path = str(hf_hub_download(repo_id=arg, filename="config.json"))
     except Exception as exc:  # offline, gated or missing repo: any failure of the fetch is one line
         detail = " ".join(str(exc).split())[:160]
         raise _fail(f"{flag}: {quote(arg)} is not a local file, and fetching it as a Hugging Face hub id failed "
                     f"({type(exc).__name__}: {detail})") from None
+    try:  # its weights' index, beside it in the cache, where the checkpoint is sharded (import-hf checks against it)
+        hf_hub_download(repo_id=arg, filename="model.safetensors.index.json")
+    except Exception:  # a single-file checkpoint has none; the weights are then derived from the config alone
+        pass
+    return path
 
 
 def read_config(path: str | Path) -> tuple[dict, str]:

@@ -411,10 +411,18 @@ def test_hub_id_through_huggingface_hub_without_the_network(cli, monkeypatch, tm
     calls = []
     fake = types.ModuleType("huggingface_hub")
 
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "config.json").write_text((HF / "qwen3-8b.json").read_text())
+
     def hf_hub_download(repo_id, filename):
         calls.append((repo_id, filename))
-        if repo_id == "Qwen/Qwen3-8B":
-            return str(HF / "qwen3-8b.json")
+        if repo_id == "Qwen/Qwen3-8B" and filename == "config.json":
+            return str(snapshot / "config.json")
+        if repo_id == "Qwen/Qwen3-8B" and filename == "model.safetensors.index.json":
+            # Qwen/Qwen3-8B's published index: metadata.total_size 16,381,470,720 (399 tensors)
+            (snapshot / filename).write_text('{"metadata": {"total_size": 16381470720}, "weight_map": {}}')
+            return str(snapshot / filename)
         raise OSError("We couldn't connect to 'https://huggingface.co' (offline)")
 
     fake.hf_hub_download = hf_hub_download
@@ -422,8 +430,12 @@ def test_hub_id_through_huggingface_hub_without_the_network(cli, monkeypatch, tm
     r = cli("estimate", "--hf", "Qwen/Qwen3-8B", "-c", "4k", "--json", "--compact")
     assert r.code == 0, r.err
     assert r.json()[0]["per_sequence_bytes"] == [36 * 4096 * 2 * 8 * 128 * 2]  # qwen3-8b, as from the file
-    assert calls == [("Qwen/Qwen3-8B", "config.json")]
-    assert cli("import-hf", "Qwen/Qwen3-8B", "--json").json()["config"]["components"]["full"]["head_dim"]["value"] == 128
+    assert calls == [("Qwen/Qwen3-8B", "config.json"), ("Qwen/Qwen3-8B", "model.safetensors.index.json")]
+    cfg = cli("import-hf", "Qwen/Qwen3-8B", "--json").json()["config"]
+    assert cfg["components"]["full"]["head_dim"]["value"] == 128
+    # the index fetched beside it is the weights' figure, and the config's tensors agree with it to the byte
+    assert "equal to" in cfg["weights"]["source"] and "total_size" in cfg["weights"]["source"]
+    assert cfg["weights"]["params"] == {"bf16": 16381470720 // 2}
     r = cli("estimate", "--hf", "nobody/missing", "-c", "4k")
     assert r.code == 2 and r.err.count("\n") == 1
     assert "'nobody/missing' is not a local file, and fetching it as a Hugging Face hub id failed (OSError" in r.err
