@@ -141,13 +141,14 @@ def _why(e: KvcalcError) -> str:
 
 def fit(model: ModelSpec | str, context: int, concurrency: int | None = None, *, gpus=None,
         engines=DEFAULT_ENGINES, precisions=None, max_gpus: int = 8, settings: dict | None = None,
-        count: int | None = None) -> FitResult:
+        count: int | None = None, request_tokens=None, shared_prefix_tokens: int = 0) -> FitResult:
     """Every deployment of ``model`` at ``context`` tokens that holds ``concurrency`` requests: for each GPU in
     ``gpus`` (catalogue names; None: every one), engine and precision (None: every precision the model declares),
     the smallest by GPU count (layouts up to ``max_gpus``), ranked, with the smaller ones' failures; without
     ``concurrency``, every deployment that starts, ranked by GPUs and requests held. ``count``: only fleets of
     exactly that many GPUs (a power of two). ``settings``: engine options by name, each applied to the engines that
-    take it.
+    take it. ``request_tokens`` (one length or a distribution) and ``shared_prefix_tokens``: a workload, as
+    capacity takes it (the requests held are then the workload's).
 
     Llama-3.1-8B at 8k tokens holds 1 GiB a request (32 layers x 8 KV heads x 128 x 2 x 2 B x 8,192); one H100's
     pool after 14.96 GiB of weights and 4 GiB of reserve holds 54, so 32 requests need one GPU:
@@ -188,7 +189,9 @@ def fit(model: ModelSpec | str, context: int, concurrency: int | None = None, *,
                 own = {k: v for k, v in given.items() if k in {o.name for o in eng.options}}
                 for prec in precs:
                     best, tried, n_tried = _search(spec, context, concurrency, gpu, eng, own, prec,
-                                                   [count] if count is not None else _counts(max_gpus), moe)
+                                                   [count] if count is not None else _counts(max_gpus), moe,
+                                                   {"request_tokens": request_tokens,
+                                                    "shared_prefix_tokens": shared_prefix_tokens})
                     searched += n_tried
                     found += best
                     if concurrency is not None:
@@ -251,7 +254,7 @@ def longest(model: ModelSpec | str, concurrency: int, *, gpus, count: int, engin
     return out
 
 
-def _search(spec, context, concurrency, gpu, eng, own, prec, counts, moe) -> tuple[list, list, int]:
+def _search(spec, context, concurrency, gpu, eng, own, prec, counts, moe, workload) -> tuple[list, list, int]:
     """One GPU, engine and precision: the deployments that serve it at the smallest GPU count that does (every one
     without a concurrency), the layouts that did not, and how many were planned."""
     best: list[Deployment] = []
@@ -262,7 +265,7 @@ def _search(spec, context, concurrency, gpu, eng, own, prec, counts, moe) -> tup
             n += 1
             try:
                 cap = capacity(spec, context, precision=prec, engine=eng.name,
-                               settings=eng.settings(own) if own else None, parallel=lay.parallel, gpu=gpu)
+                               settings=eng.settings(own) if own else None, parallel=lay.parallel, gpu=gpu, **workload)
             except KvcalcError as e:
                 tried.append(Miss(gpu, lay, eng.name, prec, _why(e), str(e)))
                 continue

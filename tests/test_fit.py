@@ -108,3 +108,16 @@ def test_cli_json_and_text(cli):
 
 def test_the_docstring_example_runs():
     assert doctest.testmod(F, verbose=False).failed == 0
+
+
+def test_a_workload_is_searched_as_capacity_counts_it():
+    lengths = [1000, 2000, 4000, 8000]
+    r = F.fit("llama-3.1-8b", 8192, 64, gpus=["h100-sxm"], engines=["vllm"], precisions=["bf16"],
+              request_tokens=lengths)
+    d = r.deployments[0]
+    cap = capacity("llama-3.1-8b", 8192, precision="bf16", engine="vllm", gpu="h100-sxm",
+                   parallel=Parallel(d.layout.tp, d.layout.pp, d.layout.dp, d.layout.ep), request_tokens=lengths)
+    assert (d.layout.gpus, d.total_requests) == (1, cap.total_requests)
+    # every request at the full 8k: one H100 holds 54 (docs/api.md's arithmetic), so 64 need two
+    full = F.fit("llama-3.1-8b", 8192, 64, gpus=["h100-sxm"], engines=["vllm"], precisions=["bf16"])
+    assert full.deployments[0].layout.gpus == 2

@@ -28,6 +28,10 @@ def fit_cmd(
                                "exact)."),
     precision: Optional[List[str]] = typer.Option(None, "--precision", "-p", help="Precisions, comma-separated or "
                                                   "repeated (default: every precision the model declares)."),
+    request_tokens_file: Optional[str] = typer.Option(None, "--request-tokens-file", help="Request lengths, one a "
+                                                      "line: the workload's concurrency (as capacity counts it)."),
+    shared_prefix_tokens: Optional[str] = typer.Option(None, "--shared-prefix-tokens", help="A prefix every request "
+                                                       "shares, held once where the engine shares it."),
     show_all: bool = typer.Option(False, "--all", help="Every deployment found, not only the smallest of each GPU, "
                                   "engine and precision."),
     as_json: bool = json_option(),
@@ -53,9 +57,11 @@ def fit_cmd(
         else:
             render_longest(console(), spec.name, concurrency, gpus, rows)
         return
+    from .capacity import _workload
+
     ctx = parse_tokens(context, "--context")
     out = fit(spec, ctx, concurrency, gpus=gpu_list, engines=engine, precisions=precs, max_gpus=max_gpus,
-              count=gpus)
+              count=gpus, **_workload(None, request_tokens_file, shared_prefix_tokens))
     if as_json:
         print_json(fit_json(out))
     else:
