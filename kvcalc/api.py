@@ -77,6 +77,9 @@ def capacity(model, context: int, *, gpu=None, engine: str = "vllm", precision: 
     from .engines import get_engine
     from .present.capacity import capacity_json, render_capacity
 
+    from . import args
+
+    args.flag(ep, "ep")
     eng = get_engine(engine)
     if settings is not None and not isinstance(settings, dict):
         raise KvcalcError("settings: a mapping of the engine's options by name", param="settings")

@@ -120,6 +120,31 @@ def layouts(n: int, moe: bool) -> list[Layout]:
     return out
 
 
+#: engines fit searches: those whose capacity answer is the requests a deployment holds at once (llama.cpp's is its
+#: slot count, set by --parallel, not by memory)
+FIT_ENGINES = ("vllm", "sglang", "exact")
+
+
+def _checked(spec, engines, precisions):
+    """The engines and precisions of a search, each checked; the model must have weights."""
+    from .engines import get_engine
+
+    engs = [get_engine(e) for e in _names(engines, "engines")]
+    for eng in engs:
+        if eng.name not in FIT_ENGINES:
+            raise KvcalcError(f"engine: fit searches {', '.join(FIT_ENGINES)}; {eng.name} serves as many requests as "
+                              "its {{parallel}} slots, not as memory allows (use capacity with {{parallel}})",
+                              param="engine")
+    precs = list(spec.precisions) if precisions is None else [spec.precision(p).name
+                                                              for p in _names(precisions, "precisions")]
+    if spec.weights is None and getattr(spec, "gguf_weights", None) is None:
+        why = spec.notes.removeprefix("no weights: ") if spec.notes.startswith("no weights:") else \
+            "the config declares none"
+        raise KvcalcError(f"model: fit needs {spec.name}'s weights to size a deployment ({why}); capacity takes them "
+                          "given ({{weights}})", param="model")
+    return engs, precs
+
+
 def _counts(max_gpus: int) -> list[int]:
     out, n = [], 1
     while n <= max_gpus:
@@ -159,7 +184,6 @@ def fit(model: ModelSpec | str, context: int, concurrency: int | None = None, *,
     ('h100-sxm', 1, 'vllm', 54)
     """
     from . import args
-    from .engines import get_engine
     from .hardware import catalogue, get_gpu
 
     t0 = time.perf_counter()
@@ -171,12 +195,7 @@ def fit(model: ModelSpec | str, context: int, concurrency: int | None = None, *,
     if count is not None and count & (count - 1):
         raise KvcalcError(f"count: fleets of a power of two GPUs are searched, got {count}", param="count")
     gpu_names = list(catalogue()) if gpus is None else [get_gpu(g).key for g in _names(gpus, "gpus")]
-    engs = [get_engine(e) for e in _names(engines, "engines")]
-    precs = list(spec.precisions) if precisions is None else [spec.precision(p).name for p in _names(precisions,
-                                                                                                    "precisions")]
-    if spec.weights is None and getattr(spec, "gguf_weights", None) is None:
-        raise KvcalcError(f"model: {spec.name} declares no weights, so no deployment can be sized (import it with "
-                          "its config.json, or give a config with weights)", param="model")
+    engs, precs = _checked(spec, engines, precisions)
     moe = spec.weights is not None and bool(spec.weights.experts)
     given = dict(settings or {})
     found: list[Deployment] = []
@@ -194,64 +213,75 @@ def fit(model: ModelSpec | str, context: int, concurrency: int | None = None, *,
                                                     "shared_prefix_tokens": shared_prefix_tokens})
                     searched += n_tried
                     found += best
-                    if concurrency is not None:
-                        smallest = min((d.layout.gpus for d in best), default=None)
-                        misses += [m for m in tried if smallest is None or m.layout.gpus < smallest]
+                    smallest = min((d.layout.gpus for d in best), default=None)
+                    misses += [m for m in tried if smallest is None or m.layout.gpus < smallest]
     key = (lambda d: (d.layout.gpus, -(d.spare or 0), d.layout.pp, d.layout.tp)) if concurrency is not None else \
         (lambda d: (d.layout.gpus, -d.total_requests, d.layout.pp, d.layout.tp))
     found.sort(key=key)
     if not found:
-        notes.append("no deployment searched serves it" + (f" (up to {max_gpus} GPUs)" if concurrency else ""))
+        notes.append("no deployment searched serves it" + (f" (up to {max_gpus} GPUs)" if concurrency else "")
+                      + (f"; e.g. {misses[0].detail}" if misses else ""))
     return FitResult(spec.name, context, concurrency, tuple(found), tuple(misses), searched,
                      time.perf_counter() - t0, tuple(notes))
 
 
 @dataclass(frozen=True)
 class Longest:
-    """The reverse question: on a fleet, the longest context at which ``concurrency`` requests fit."""
+    """The reverse question: on a fleet, the longest context at which ``concurrency`` requests fit (``per_replica``
+    of them on each of its dp replicas)."""
 
     gpu: str
     layout: Layout
     engine: str
     precision: str
     context: int  # 0: none fits
+    per_replica: int = 0
 
     def to_json(self) -> dict:
         lay = self.layout
         return {"gpu": self.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep,
-                "engine": self.engine, "precision": self.precision, "context_tokens": self.context}
+                "engine": self.engine, "precision": self.precision, "context_tokens": self.context,
+                "requests_per_replica": self.per_replica}
 
 
 def longest(model: ModelSpec | str, concurrency: int, *, gpus, count: int, engines=DEFAULT_ENGINES,
             precisions=None) -> list[Longest]:
     """For each GPU in ``gpus``, layout of ``count`` GPUs, engine and precision: the longest context (up to the
-    model's) at which ``concurrency`` requests fit (:func:`kvcalc.capacity.max_context`), longest first."""
+    model's) at which ``concurrency`` requests fit over the fleet, ``ceil(concurrency / dp)`` on each replica
+    (:func:`kvcalc.capacity.max_context`), longest first; where none fits, the refusals (as :class:`Miss`)."""
     from . import args
     from .capacity import max_context
-    from .engines import get_engine
     from .hardware import get_gpu
 
     spec = as_model(model)
     args.integer(concurrency, "concurrency", 1, 1 << 30)
     args.integer(count, "count", 1, MAX_GPUS)
+    if count & (count - 1):
+        raise KvcalcError(f"count: fleets of a power of two GPUs are searched, got {count}", param="count")
+    gpu_names = [get_gpu(g).key for g in _names(gpus, "gpus")]
+    engs, precs = _checked(spec, engines, precisions)
     moe = spec.weights is not None and bool(spec.weights.experts)
-    out = []
+    out, refused = [], []
     with plans_kept():
-        for gpu in [get_gpu(g).key for g in _names(gpus, "gpus")]:
-            for eng in [get_engine(e) for e in _names(engines, "engines")]:
-                precs = list(spec.precisions) if precisions is None else _names(precisions, "precisions")
+        for gpu in gpu_names:
+            for eng in engs:
                 for prec in precs:
                     for lay in layouts(count, moe):
+                        each = -(-concurrency // lay.dp)
                         cap_args = {"model": spec, "precision": prec, "engine": eng.name, "parallel": lay.parallel,
                                     "gpu": gpu}
                         try:
-                            best, _ = max_context(cap_args, concurrency, eng.context_limit(spec) or spec.max_context)
-                        except KvcalcError:
+                            best, _ = max_context(cap_args, each, eng.context_limit(spec) or spec.max_context)
+                        except KvcalcError as e:
+                            refused.append(Miss(gpu, lay, eng.name, prec, _why(e), str(e)))
                             continue
                         if best:
-                            out.append(Longest(gpu, lay, eng.name, prec, best))
+                            out.append(Longest(gpu, lay, eng.name, prec, best, each))
+                        else:
+                            refused.append(Miss(gpu, lay, eng.name, prec, "kv", f"{each:,} request(s) a replica fit "
+                                                                                "at no context"))
     out.sort(key=lambda x: (-x.context, x.layout.pp, x.layout.tp))
-    return out
+    return out, refused
 
 
 def _search(spec, context, concurrency, gpu, eng, own, prec, counts, moe, workload) -> tuple[list, list, int]:

@@ -75,22 +75,50 @@ def test_ranking_and_reasons():
 
 
 def test_the_reverse_is_capacity_max_context():
-    rows = F.longest("gpt-oss-120b", 16, gpus=["h100-sxm"], count=2, engines=["vllm"], precisions=["bf16"])
+    rows, refused = F.longest("gpt-oss-120b", 16, gpus=["h100-sxm"], count=2, engines=["vllm"], precisions=["bf16"])
     assert rows
     for x in rows:
         lay = x.layout
+        # 16 requests over the fleet: ceil(16 / dp) on each data-parallel replica (found in review: dp 2 asked 16
+        # of each replica, a context too short)
+        assert x.per_replica == -(-16 // lay.dp)
         best, _ = max_context({"model": "gpt-oss-120b", "precision": "bf16", "engine": "vllm", "gpu": "h100-sxm",
-                               "parallel": Parallel(lay.tp, lay.pp, lay.dp, lay.ep)}, 16, 131072)
+                               "parallel": Parallel(lay.tp, lay.pp, lay.dp, lay.ep)}, x.per_replica, 131072)
         assert x.context == best
-        cmd = command("gpt-oss-120b", x, 16)
-        assert cmd.endswith("--concurrency 16") and " -c " not in cmd
+        cmd = command("gpt-oss-120b", x, x.per_replica)
+        assert cmd.endswith(f"--concurrency {x.per_replica}") and " -c " not in cmd
+
+
+def test_llama_cpp_and_models_without_weights_are_refused():
+    with pytest.raises(KvcalcError, match="--parallel slots"):
+        F.fit("llama-3.1-8b", 8192, 8, engines=["llama.cpp"])
+    with pytest.raises(KvcalcError, match="fit needs qwen3.5-9b's weights"):
+        F.fit("qwen3.5-9b", 8192, 8, gpus=["h100-sxm"])
+    with pytest.raises(KvcalcError, match="fit needs qwen3.5-9b's weights"):
+        F.longest("qwen3.5-9b", 8, gpus=["h100-sxm"], count=2)
+
+
+def test_the_workload_is_in_the_rerun_command(cli, tmp_path):
+    f = tmp_path / "lengths.txt"
+    f.write_text("1000\n2000\n8000\n")
+    r = cli("fit", "llama-3.1-8b", "-c", "8k", "--gpu", "h100-sxm", "--engine", "vllm", "-p", "bf16",
+            "--request-tokens-file", str(f), "--shared-prefix-tokens", "512", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)["deployments"][0]
+    assert d["command"].endswith(f"--request-tokens-file {f} --shared-prefix-tokens 512")
+    r = cli("fit", "llama-3.1-8b", "-c", "1000", "--shared-prefix-tokens", "2000")
+    assert r.code == 2 and "longer than the context" in r.err
 
 
 def test_refusals_in_one_line(cli):
     r = cli("fit", "llama-3.1-8b", "-n", "4")
     assert r.code == 2 and "--context" in r.err and r.err.count("\n") == 1
     r = cli("fit", "llama-3.1-8b", "-c", "8k", "--gpus", "3")
-    assert r.code == 2 and "power of two" in r.err
+    assert r.code == 2 and "--gpus: a power of two" in r.err
+    r = cli("fit", "llama-3.1-8b", "-n", "4", "--gpu", "h100-sxm", "--gpus", "3")
+    assert r.code == 2 and "--gpus: a power of two" in r.err
+    r = cli("fit", "llama-3.1-8b", "-c", "8k", "--max-gpus", "1000")
+    assert r.code == 2 and r.err.startswith("kvcalc: error: --max-gpus")
     r = cli("fit", "llama-3.1-8b", "-c", "8k", "--gpu", "h100-sxm,nope")
     assert r.code == 2 and "nope" in r.err
     r = cli("fit", "llama-3.1-8b", "-c", "8k", "--engine", "vllm,nope")

@@ -46,23 +46,45 @@ def fit_cmd(
 
     spec = load_model(one_model(model, hf))
     precs = [p for v in precision for p in v.split(",") if p.strip()] if precision else None
+    if precision is not None and not precs:
+        raise KvcalcError("--precision: give precision names (or leave it out for every one the model declares)")
+    if not gpu.strip() or not engine.strip():
+        raise KvcalcError(f"{'--gpu' if not gpu.strip() else '--engine'}: give one or more names, comma-separated")
     gpu_list = None if gpu.strip().lower() == "all" else gpu
+    if not 1 <= max_gpus <= 64:
+        raise KvcalcError(f"--max-gpus: from 1 to 64, got {max_gpus}")
+    if gpus is not None and (not 1 <= gpus <= 64 or gpus & (gpus - 1)):
+        raise KvcalcError(f"--gpus: a power of two from 1 to 64 (fleets of 1, 2, 4, 8 ... GPUs), got {gpus}")
+    if concurrency is not None and not 1 <= concurrency <= 1 << 30:
+        raise KvcalcError(f"--concurrency: from 1 to 2^30 requests, got {concurrency}")
     if context is None:
         if concurrency is None or gpus is None or gpu_list is None:
             raise KvcalcError("--context: give the context (tokens a request holds), or for the longest context a "
                               "fleet serves: --concurrency, --gpu and --gpus")
-        rows = longest(spec, concurrency, gpus=gpu_list, count=gpus, engines=engine, precisions=precs)
+        if request_tokens_file is not None or shared_prefix_tokens is not None:
+            raise KvcalcError("--request-tokens-file: a workload needs --context (the longest context of a fleet "
+                              "takes requests at the full context)")
+        rows, refused = longest(spec, concurrency, gpus=gpu_list, count=gpus, engines=engine, precisions=precs)
         if as_json:
-            print_json(longest_json(spec.name, concurrency, gpus, rows))
+            print_json(longest_json(spec.name, concurrency, gpus, rows, refused))
         else:
-            render_longest(console(), spec.name, concurrency, gpus, rows)
+            render_longest(console(), spec.name, concurrency, gpus, rows, refused)
         return
     from .capacity import _workload
 
     ctx = parse_tokens(context, "--context")
+    if gpus is not None and gpus > max_gpus:
+        max_gpus = gpus  # a fleet asked is searched whatever --max-gpus says
+    workload = _workload(None, request_tokens_file, shared_prefix_tokens)
+    if workload.get("shared_prefix_tokens", 0) > ctx:
+        raise KvcalcError(f"--shared-prefix-tokens: {workload['shared_prefix_tokens']:,} tokens is longer than the "
+                          f"context {ctx:,}")
+    extra = "".join(f" {flag} {value}" for flag, value in (("--request-tokens-file", request_tokens_file),
+                                                          ("--shared-prefix-tokens", shared_prefix_tokens))
+                    if value is not None)
     out = fit(spec, ctx, concurrency, gpus=gpu_list, engines=engine, precisions=precs, max_gpus=max_gpus,
-              count=gpus, **_workload(None, request_tokens_file, shared_prefix_tokens))
+              count=gpus, **workload)
     if as_json:
-        print_json(fit_json(out))
+        print_json(fit_json(out, extra))
     else:
-        render_fit(console(), out, out.deployments if show_all else best_per(out))
+        render_fit(console(), out, out.deployments if show_all else best_per(out), extra)

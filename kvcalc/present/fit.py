@@ -9,33 +9,34 @@ WHY = {"weights": "weights and reserve leave no KV memory", "kv": "the KV pool h
        "layout": "the engine refuses the layout", "engine": "the engine refuses it"}
 
 
-def command(model: str, row, concurrency: int | None = None) -> str:
-    """The `kvcalc capacity` command line that re-runs a row of fit (a Deployment, or a Longest with its
-    concurrency)."""
+def command(model: str, row, concurrency: int | None = None, extra: str = "") -> str:
+    """The `kvcalc capacity` command line that re-runs a row of fit (a Deployment, or a Longest with the requests
+    each replica holds); ``extra``: the workload's flags, as fit was given them."""
     lay = row.layout
     out = (f"kvcalc capacity {model} --gpu {row.gpu} --gpus {lay.gpus} --tp {lay.tp} --pp {lay.pp} --dp {lay.dp}"
            + (" --ep" if lay.ep else "") + f" --engine {row.engine} -p {row.precision}")
-    return out + (f" --concurrency {concurrency}" if concurrency is not None else f" -c {row.context}")
+    return out + (f" --concurrency {concurrency}" if concurrency is not None else f" -c {row.context}") + extra
 
 
-def fit_json(r) -> dict:
+def fit_json(r, extra: str = "") -> dict:
     """fit's JSON: the result's, each deployment with its `kvcalc capacity` command."""
     out = r.to_json()
     for d, j in zip(r.deployments, out["deployments"]):
-        j["command"] = command(r.model, d)
+        j["command"] = command(r.model, d, extra=extra)
     return out
 
 
-def longest_json(model: str, concurrency: int, gpus: int, rows) -> dict:
+def longest_json(model: str, concurrency: int, gpus: int, rows, refused=()) -> dict:
     return {"model": model, "concurrency": concurrency, "gpus": gpus,
-            "longest": [x.to_json() | {"command": command(model, x, concurrency)} for x in rows]}
+            "longest": [x.to_json() | {"command": command(model, x, x.per_replica)} for x in rows],
+            "refused": [m.to_json() for m in refused] if not rows else []}
 
 
 def _layout(lay) -> str:
     return f"{lay.tp}x{lay.pp}x{lay.dp}" + (" ep" if lay.ep else "")
 
 
-def render_fit(con, r, rows) -> None:
+def render_fit(con, r, rows, extra: str = "") -> None:
     asked = f"{r.concurrency:,} requests" if r.concurrency is not None else "the most requests"
     con.print(f"{r.model} at {ctx_text(r.context)}: {asked}; {r.searched:,} deployments planned in "
               f"{r.seconds:.2f} s")
@@ -50,8 +51,8 @@ def render_fit(con, r, rows) -> None:
                   "-" if d.weights_bytes_per_gpu is None else format_bytes(d.weights_bytes_per_gpu))
     con.table(t)
     if rows:
-        con.print(f"Re-run a row: {command(r.model, rows[0])}")
-    if r.concurrency is not None and r.misses:
+        con.print(f"Re-run a row: {command(r.model, rows[0], extra=extra)}")
+    if r.misses and (r.concurrency is not None or not rows):
         served = {(d.gpu, d.engine, d.precision) for d in rows}
         lines = {}
         for m in r.misses:
@@ -76,8 +77,9 @@ def render_fit(con, r, rows) -> None:
               "budget and defaults, the model's weights split by the layout); fleets of 1, 2, 4, 8 ... GPUs.")
 
 
-def render_longest(con, model: str, concurrency: int, gpus: int, rows) -> None:
-    con.print(f"{model}: the longest context at which {concurrency:,} requests fit on {gpus} GPU(s)")
+def render_longest(con, model: str, concurrency: int, gpus: int, rows, refused=()) -> None:
+    con.print(f"{model}: the longest context at which {concurrency:,} requests fit on {gpus} GPU(s) (split evenly "
+              "over the data-parallel replicas)")
     t = table()
     for col, just in (("gpu", "left"), ("tp x pp x dp", "left"), ("engine", "left"), ("precision", "left"),
                       ("context", "right")):
@@ -86,6 +88,7 @@ def render_longest(con, model: str, concurrency: int, gpus: int, rows) -> None:
         t.add_row(x.gpu, _layout(x.layout), x.engine, x.precision, ctx_text(x.context))
     con.table(t)
     if rows:
-        con.print(f"Re-run a row: {command(model, rows[0], concurrency)}")
+        con.print(f"Re-run a row: {command(model, rows[0], rows[0].per_replica)} (the requests of one replica)")
     else:
-        con.print("No layout of these GPUs holds them at any context.")
+        why = "; ".join(dict.fromkeys(f"{WHY[m.why]}: {m.detail[:160]}" for m in refused))
+        con.print(f"No layout of these GPUs holds them at any context{': ' + why[:600] if why else ''}.")

@@ -340,7 +340,8 @@ def _fit() -> tuple[dict, dict]:
                  description="deployments ranked: fewest GPUs, then most spare requests (most requests without "
                              "a concurrency)")
     reverse = obj({"model": STR, "concurrency": POS, "gpus": POS,
-                   "longest": arr(obj({**where, "context_tokens": POS, "command": STR}))},
+                   "longest": arr(obj({**where, "context_tokens": POS, "requests_per_replica": POS, "command": STR})),
+                   "refused": arr(miss)},
                   description="no --context: on the fleet, the longest context at which the requests fit")
     return {"oneOf": [search, reverse]}, {}
 

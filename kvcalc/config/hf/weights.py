@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..schema import MAX_EXPERTS, MAX_LAYERS
 from .fields import _Fields, _fail
 
 #: bytes per stored element
@@ -63,10 +64,11 @@ class Tally:
     mtp: dict = field(default_factory=dict)
     tensors: int = 0
 
-    def add(self, elements: int, dtype: str, part: str = "dense") -> None:
+    def add(self, elements: int, dtype: str, part: str = "dense", times: int = 1) -> None:
+        """``times`` tensors of ``elements`` each."""
         d = getattr(self, part)
-        d[dtype] = d.get(dtype, 0) + elements
-        self.tensors += 1
+        d[dtype] = d.get(dtype, 0) + elements * times
+        self.tensors += times
 
     @staticmethod
     def nbytes(d: dict) -> int:
@@ -91,12 +93,20 @@ class _W:
             return self.defaults[key]
         return default
 
-    def int(self, key: str, minimum: int = 1) -> int:
+    def int(self, key: str, minimum: int = 1, maximum: int = 1 << 40) -> int:
         v = self.get(key)
         if v is None:
             raise _fail(f"weights: {self.f.where(key)}: missing; the checkpoint's {key} sizes its tensors")
-        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= 1 << 40:
-            raise _fail(f"weights: {self.f.where(key)}: expected a whole number from {minimum}, got {v!r}"[:200])
+        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= maximum:
+            raise _fail(f"weights: {self.f.where(key)}: expected a whole number from {minimum} to {maximum:,}, got "
+                        f"{str(v)[:40]}")
+        return v
+
+    def ints(self, key: str) -> list:
+        """A list of whole numbers (layer indices); empty where absent."""
+        v = self.get(key) or []
+        if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
+            raise _fail(f"weights: {self.f.where(key)}: expected a list of layer indices, got {str(v)[:60]}")
         return v
 
     def flag(self, key: str) -> bool:
@@ -110,7 +120,7 @@ def _dtype(fields: _Fields) -> str:
     raw = fields.raw("torch_dtype") or fields.raw("dtype") or fields.top.get("torch_dtype") or fields.top.get("dtype")
     if raw is None:
         return "bf16"
-    if raw not in _TORCH:
+    if not isinstance(raw, str) or raw not in _TORCH:
         raise _fail(f"weights: {fields.file}: torch_dtype {raw!r} is not one kvcalc sizes (bfloat16, float16, "
                     f"float32)"[:200])
     return _TORCH[raw]
@@ -122,11 +132,14 @@ def _quant(fields: _Fields, mt: str) -> str | None:
     if q is None:
         return None
     method = q.get("quant_method") if isinstance(q, dict) else None
+    method = method if isinstance(method, str) else None
     if method == "fp8" and mt in ("deepseek_v3", "kimi_k2") and q.get("weight_block_size") == [128, 128]:
         return "fp8_block128"
     if method == "mxfp4" and mt == "gpt_oss":
         return "mxfp4"
-    raise _fail(f"weights: {fields.file}: quantization_config {str(method)!r} of {mt}: kvcalc derives DeepSeek's fp8 "
+    what = repr(method) if method is not None else ("without a quant_method" if isinstance(q, dict) else
+                                                       f"of type {type(q).__name__}")
+    raise _fail(f"weights: {fields.file}: quantization_config {what} of {mt}: kvcalc derives DeepSeek's fp8 "
                 "(128 x 128 blocks) and gpt-oss's mxfp4 checkpoints; give the weights (the index's total_size)"[:240])
 
 
@@ -145,7 +158,7 @@ def tally(fields: _Fields, mt: str) -> Tally:
             raise _fail(f"weights: {fields.file}: model_type {str(top)[:40]!r}: the checkpoint's other towers "
                         "(vision_config, or the model around text_config) are not derived")
         _siglip(fields, t, dt)
-    H, V, L = w.int("hidden_size"), w.int("vocab_size"), w.int("num_hidden_layers")
+    H, V, L = w.int("hidden_size"), w.int("vocab_size"), w.int("num_hidden_layers", 1, MAX_LAYERS)
     t.add(V * H, dt)  # embed_tokens
     t.add(H, dt)  # the final norm
     if not w.flag("tie_word_embeddings"):
@@ -158,13 +171,13 @@ def tally(fields: _Fields, mt: str) -> Tally:
     return t
 
 
-def _linear(t: Tally, out: int, inp: int, dt: str, fp8: bool, part: str = "dense") -> None:
-    """An nn.Linear's weight [out, in]: in the checkpoint's dtype, or fp8 with its fp32 block scales."""
+def _linear(t: Tally, out: int, inp: int, dt: str, fp8: bool, part: str = "dense", times: int = 1) -> None:
+    """``times`` nn.Linear weights [out, in]: in the checkpoint's dtype, or fp8 with their fp32 block scales."""
     if fp8:
-        t.add(out * inp, "fp8", part)
-        t.add(math.ceil(out / 128) * math.ceil(inp / 128), "fp32", part)
+        t.add(out * inp, "fp8", part, times)
+        t.add(math.ceil(out / 128) * math.ceil(inp / 128), "fp32", part, times)
     else:
-        t.add(out * inp, dt, part)
+        t.add(out * inp, dt, part, times)
 
 
 def _gqa_layer(w: _W, t: Tally, dt: str, quant, H: int, i: int) -> None:
@@ -203,14 +216,13 @@ def _gqa_layer(w: _W, t: Tally, dt: str, quant, H: int, i: int) -> None:
 def _gqa_mlp(w: _W, t: Tally, dt: str, quant, H: int, i: int) -> None:
     mt = w.mt
     if mt == "mixtral":
-        E, inter = w.int("num_local_experts"), w.int("intermediate_size")
+        E, inter = w.int("num_local_experts", 1, MAX_EXPERTS), w.int("intermediate_size")
         t.add(E * H, dt)  # block_sparse_moe.gate
-        for _ in range(E):
-            for out, inp in ((inter, H), (H, inter), (inter, H)):
-                t.add(out * inp, dt, "experts")
+        for out, inp in ((inter, H), (H, inter), (inter, H)):  # w1, w2, w3 of each expert
+            t.add(out * inp, dt, "experts", E)
         return
     if mt == "gpt_oss":
-        E, inter = w.int("num_local_experts"), w.int("intermediate_size")
+        E, inter = w.int("num_local_experts", 1, MAX_EXPERTS), w.int("intermediate_size")
         t.add(E * H, dt)  # router.weight
         t.add(E, dt)  # router.bias
         if quant == "mxfp4":  # blocks [E, 2I, H/32, 16] + scales [E, 2I, H/32]; down [E, H, I/32, 16] + [E, H, I/32]
@@ -226,8 +238,8 @@ def _gqa_mlp(w: _W, t: Tally, dt: str, quant, H: int, i: int) -> None:
         t.add(E * 2 * inter, dt, "experts")  # gate_up_proj_bias
         t.add(E * H, dt, "experts")  # down_proj_bias
         return
-    moe = mt in ("qwen2_moe", "qwen3_moe") and w.int("num_experts", 0) > 0 and \
-        i not in (w.get("mlp_only_layers") or []) and (i + 1) % w.int("decoder_sparse_step") == 0
+    moe = mt in ("qwen2_moe", "qwen3_moe") and w.int("num_experts", 0, MAX_EXPERTS) > 0 and \
+        i not in w.ints("mlp_only_layers") and (i + 1) % w.int("decoder_sparse_step") == 0
     if not moe:
         inter = w.int("intermediate_size")
         if mt == "phi3":
@@ -240,11 +252,10 @@ def _gqa_mlp(w: _W, t: Tally, dt: str, quant, H: int, i: int) -> None:
                 for n in (inter, inter, H):
                     t.add(n, dt)
         return
-    E, mi = w.int("num_experts"), w.int("moe_intermediate_size")
+    E, mi = w.int("num_experts", 1, MAX_EXPERTS), w.int("moe_intermediate_size")
     t.add(E * H, dt)  # mlp.gate
-    for _ in range(E):
-        for out, inp in ((mi, H), (mi, H), (H, mi)):
-            t.add(out * inp, dt, "experts")
+    for out, inp in ((mi, H), (mi, H), (H, mi)):  # gate, up, down of each expert
+        t.add(out * inp, dt, "experts", E)
     if mt == "qwen2_moe":
         si = w.int("shared_expert_intermediate_size")
         for out, inp in ((si, H), (si, H), (H, si)):
@@ -260,10 +271,10 @@ def _mla_stack(w: _W, t: Tally, dt: str, quant, H: int, V: int, L: int) -> None:
     kvr, nope, rope, vh = (w.int("kv_lora_rank"), w.int("qk_nope_head_dim"), w.int("qk_rope_head_dim"),
                            w.int("v_head_dim"))
     inter, mi = w.int("intermediate_size"), w.int("moe_intermediate_size")
-    E, shared = w.int("n_routed_experts"), w.int("n_shared_experts", 0)
+    E, shared = w.int("n_routed_experts", 1, MAX_EXPERTS), w.int("n_shared_experts", 0, MAX_EXPERTS)
     first, freq = w.int("first_k_dense_replace", 0), w.int("moe_layer_freq")
     noaux = w.get("topk_method") == "noaux_tc"
-    mtp = w.int("num_nextn_predict_layers", 0) if w.mt != "deepseek_v2" else 0
+    mtp = w.int("num_nextn_predict_layers", 0, MAX_LAYERS) if w.mt != "deepseek_v2" else 0
     for i in range(L + mtp):
         part = "mtp" if i >= L else "dense"
         experts = "mtp" if i >= L else "experts"
@@ -294,9 +305,8 @@ def _mla_stack(w: _W, t: Tally, dt: str, quant, H: int, V: int, L: int) -> None:
         t.add(E * H, dt, part)  # mlp.gate.weight (the router, not quantized)
         if noaux:
             t.add(E, "fp32", part)  # mlp.gate.e_score_correction_bias
-        for _ in range(E):
-            for out, inp in ((mi, H), (mi, H), (H, mi)):
-                _linear(t, out, inp, dt, fp8, experts)
+        for out, inp in ((mi, H), (mi, H), (H, mi)):  # gate, up, down of each routed expert
+            _linear(t, out, inp, dt, fp8, experts, E)
         if shared:
             s = mi * shared
             for out, inp in ((s, H), (s, H), (H, s)):
@@ -319,7 +329,12 @@ def _siglip(fields: _Fields, t: Tally, dt: str) -> None:
     if vc.get("vision_use_head"):
         raise _fail(f"weights: {fields.file}: vision_config.vision_use_head: a SigLIP head is not derived")
     D, Iv, Lv, img, patch = (vals[k] for k in need)
+    if Lv > MAX_LAYERS:
+        raise _fail(f"weights: {fields.file}: vision_config.num_hidden_layers: {Lv:,} is more than {MAX_LAYERS:,}")
     ch = vc.get("num_channels", 3)
+    if isinstance(ch, bool) or not isinstance(ch, int) or not 1 <= ch <= 64:
+        raise _fail(f"weights: {fields.file}: vision_config.num_channels: expected a whole number from 1 to 64, got "
+                    f"{str(ch)[:40]}")
     t.add(D * ch * patch * patch, dt)  # patch_embedding.weight
     t.add(D, dt)  # patch_embedding.bias
     t.add((img // patch) ** 2 * D, dt)  # position_embedding

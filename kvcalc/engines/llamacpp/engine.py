@@ -345,6 +345,10 @@ class LlamaCppEngine(Engine):
                  "tokens)",
                  "the file holds the prompt's cells only (the cache's size, -c and the SWA cache's cells, does not "
                  "enter); a multimodal prompt adds its media chunks to the packed tokens (not modelled)")
+        train = a.model.n_ctx_train
+        if train and tokens > train:
+            notes += (f"the prompt's {tokens:,} tokens are past the model's training context {train:,}: llama.cpp "
+                      "runs it with a warning (possible training context overflow)",)
         aux = framing + headers
         return TransferPlan(tuple(groups), tokens, aux, notes, moved="saved to a llama-server slot file and restored",
                             aux_label="file header, packed tokens, cache headers",

@@ -133,9 +133,20 @@ def from_gguf(hp) -> ModelCaches:
                        hp.n_embd_r, hp.n_embd_s, hp.layers[0].head_k, hp.layers[0].head_v, tuple(hp.notes))
 
 
+def _check_arch(name: str, arch: str, layers) -> None:
+    """A config's llama.cpp architecture must keep the caches its layers have."""
+    if arch in A.RECURRENT and any(lay.kv for lay in layers):
+        raise KvcalcError(f"{name}: llama.cpp architecture {arch} keeps recurrent state only, but the config has "
+                          "attention layers (gguf_architecture does not match the layers)", param="model")
+    if arch not in A.RECURRENT and arch not in A.HYBRID and any(lay.recurrent for lay in layers):
+        raise KvcalcError(f"{name}: llama.cpp architecture {arch} keeps no recurrent state, but the config has "
+                          "state layers (gguf_architecture does not match the layers)", param="model")
+
+
 def model_caches(spec) -> ModelCaches:
     """The model's layers in llama.cpp's terms: a GGUF's as llama.cpp loads them; a config's through the
     architecture llama.cpp's converter gives it (refused where llama.cpp keeps a cache kvcalc does not model)."""
+    # one piece: each cache kind's widths as llama.cpp's hparams derive them, kind by kind beside the converter's
     hp = getattr(spec, "gguf", None)
     if hp is not None:
         return from_gguf(hp)
@@ -198,6 +209,7 @@ def model_caches(spec) -> ModelCaches:
 
     layers = tuple(layer(i, k, False) for i, k in enumerate(spec.layers))
     layers += tuple(layer(len(layers) + i, k, True) for i, k in enumerate(spec.mtp_layers))
+    _check_arch(spec.name, arch, layers)
     if spec.mtp_layers and arch in ("nemotron_h", "nemotron_h_moe"):
         notes.append("llama.cpp gives a nemotron_h NextN layer a KV cache where its feed_forward_length is 0 "
                      "(llama-model.cpp create_memory's filter); a config does not say, so its NextN layers are planned "

@@ -245,11 +245,15 @@ class LlamaCppLogReader(LogReader):
             kw.update(cache_type_k=kv["type_k"], cache_type_v=kv["type_v"])
         if gpu and gpu[0].startswith("ROCm"):
             kw["arch"] = "gfx"  # a HIP build: ggml-cuda's buffers named ROCm0 (engine.backend_of)
+        from dataclasses import fields as _fields
+
+        known = {f.name for f in _fields(Settings)}
+        for k, x in given.items():
+            if x is not None and k not in known:
+                raise KvcalcError(f"{k}: not a setting of the llama.cpp engine (the log sets llama.cpp's own)",
+                                  param=k)
         kw.update({k: x for k, x in given.items() if x is not None})
-        try:
-            settings = Settings(**{k: x for k, x in kw.items() if x is not None})
-        except TypeError as e:
-            raise KvcalcError(f"settings: {e}"[:200], param="settings") from None
+        settings = Settings(**{k: x for k, x in kw.items() if x is not None})
         used = {k: x for k, x in kw.items() if x is not None and k != "arch"}
         return settings, used
 
@@ -262,6 +266,9 @@ class LlamaCppLogReader(LogReader):
         cp = a.cparams
         rows = [Row(k, Quantity(v[k]), Quantity(getattr(cp, k)), v[k] == getattr(cp, k), ln(k))
                 for k in ("n_seq_max", "n_ctx", "n_ctx_seq", "n_batch", "n_ubatch") if k in v]
+        if "arch" in v:  # the model planned must be the log's architecture
+            rows.insert(0, Row("architecture", Quantity(v["arch"]), Quantity(a.model.arch), v["arch"] == a.model.arch,
+                               ln("arch")))
         if "n_rs_seq" in v:
             rows.append(Row("n_rs_seq", Quantity(v["n_rs_seq"]), Quantity(cp.n_rs_seq), v["n_rs_seq"] == cp.n_rs_seq,
                             ln("n_rs_seq")))
@@ -281,6 +288,11 @@ class LlamaCppLogReader(LogReader):
                 rows.append(_eq(f"{name}: cells created", *c["created_cells"][:1], q.cells, c["created_cells"][1]))
             rows.append(_eq(f"{name}: cells", c["cells"], q.cells, c["line"]))
             rows.append(_eq(f"{name}: layers", c["layers"], q.logged_layers, c["line"]))
+            rows.append(_eq(f"{name}: seqs", c["seqs"], cp.n_seq_max, c["line"]))
+            if c["kind"] == "recurrent":
+                rows.append(_eq(f"{name}: rs_seq", c["rs_seq"], cp.n_rs_seq, c["line"]))
+            else:
+                rows.append(_eq(f"{name}: streams", c["streams"], cp.n_stream, c["line"]))
             rows.append(_mib(f"{name}: size", c["size"], f32(q.size_bytes), q.size_bytes, c["line"]))
             if c["kind"] == "recurrent":
                 rows.append(_mib(f"{name}: R (f32)", c["r"], f32(q.r_bytes), q.r_bytes, c["line"]))

@@ -144,3 +144,33 @@ def test_what_is_not_derived_says_so():
     assert "weights" not in cfg and "quantization_config 'awq'" in cfg["notes"]
     with pytest.raises(KvcalcError, match="quantization_config 'awq'"):
         checkpoint_bytes(awq)
+
+
+@pytest.mark.parametrize("fixture, field, value", [
+    ("llama-3.1-8b", "torch_dtype", ["bfloat16"]), ("llama-3.1-8b", "torch_dtype", {"a": 1}),
+    ("qwen3-30b-a3b", "mlp_only_layers", 5), ("qwen3-30b-a3b", "mlp_only_layers", "abc"),
+    ("qwen3-30b-a3b", "num_experts", 10 ** 7), ("mixtral-8x7b", "num_local_experts", 10 ** 9),
+    ("deepseek-v3", "num_nextn_predict_layers", 10 ** 7), ("llama-3.1-8b", "quantization_config", "fp8"),
+    ("gpt-oss-20b", "quantization_config", {"bits": 4}),
+])
+def test_hostile_weight_fields_never_crash_or_hang(cli, tmp_path, fixture, field, value):
+    """Found in review and by the fuzz: a weight field of another type, or a count that would loop for minutes, is
+    a note ("no weights: ...") or one error line; never a traceback."""
+    cfg = _fixture(fixture)
+    cfg[field] = value
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    r = cli("import-hf", str(p), "--json")
+    assert "internal error" not in r.err and "Traceback" not in r.err
+    if r.code == 0:
+        note = json.loads(r.out)["config"].get("notes", "")
+        assert note.startswith("no weights:") and field in note, note
+    else:
+        assert r.code == 2 and r.err.count("\n") == 1
+
+
+def test_a_gemma3_vision_field_of_another_type():
+    cfg = _fixture("gemma-3-27b")
+    cfg["vision_config"] = dict(cfg["vision_config"], num_channels="3")
+    out = import_config(cfg, "g.json")
+    assert "weights" not in out and "num_channels" in out["notes"]

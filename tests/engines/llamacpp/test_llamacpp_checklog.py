@@ -159,3 +159,29 @@ def test_cli_exit_codes(tmp_path):
     bad.write_text(edited)
     r = CliRunner().invoke(app, ["check-log", str(bad), "--model", str(ROOT / c["gguf"])])
     assert r.exit_code == 1 and "DIFFERS" in r.output
+
+
+def test_seqs_streams_and_the_architecture_are_compared():
+    """Found in review: the size line's S/T seqs, the recurrent line's rs_seq and the log's architecture were read
+    but never compared."""
+    text = (LOGS / "gemma3-swa-np2.log").read_text()
+    bad = text.replace(" 2/2 seqs", " 0/0 seqs")
+    assert bad != text
+    r = _check("gemma3-swa-np2", bad)
+    assert r.verdict == "differs"
+    assert {x.figure for x in r.rows if x.agrees is False} == {"KV cache: seqs", "KV cache: streams",
+                                                               "SWA KV cache: seqs", "SWA KV cache: streams"}
+    text = (LOGS / "jamba-np2.log").read_text()
+    bad = text.replace("0 rs_seq)", "9 rs_seq)")
+    assert bad != text
+    assert [x.figure for x in _check("jamba-np2", bad).rows if x.agrees is False] == ["recurrent state: rs_seq"]
+    r = _check("jamba-np2", model=str(ROOT / "tests/fixtures/gguf/llamacpp-gemma3-swa.gguf"))
+    assert any(x.figure == "architecture" and x.agrees is False for x in r.rows)
+
+
+def test_a_yaml_whose_architecture_does_not_match_its_layers(cli, tmp_path):
+    out = tmp_path / "g.yaml"
+    assert cli("import-gguf", str(ROOT / "tests/fixtures/gguf/llamacpp-gemma3-swa.gguf"), "-o", str(out)).code == 0
+    out.write_text(out.read_text().replace("gguf_architecture: {value: gemma3", "gguf_architecture: {value: mamba"))
+    r = cli("capacity", str(out), "--engine", "llama.cpp", "--kv-memory", "1000000000", "-c", "1000")
+    assert r.code == 2 and "keeps recurrent state only, but the config has attention layers" in r.err
