@@ -109,14 +109,20 @@ def _llama_cpp(spec, ctx, precision, settings, batch, fill, writer, tp, basis, r
             raise KvcalcError(f"{flag}: verify --engine llama.cpp runs llama.cpp itself on its own device; it takes "
                               "no {flag} (slots: --parallel)".replace("{flag}", flag))
     out = run(spec, ctx, precision=precision, settings=settings)
+    _finish(out, report_path, f"llamacpp-{out.model}-{ctx}.json", as_json, render_llama_cpp)
+
+
+def _finish(out, report_path: str | None, auto_name: str, as_json: bool, render) -> None:
+    """A verify answer: its report written where asked ('auto': reports/verify/NAME), printed, exit 1 unless it
+    passes."""
     if report_path:
         if report_path == "auto":
-            report_path = os.path.join("reports", "verify", f"llamacpp-{out.model}-{ctx}.json")
+            report_path = os.path.join("reports", "verify", auto_name)
         write_atomic(report_path, json.dumps(out.to_json(), indent=2) + "\n", "--report")
     if as_json:
         print_json(out.to_json())
     else:
-        render_llama_cpp(console(), out)
+        render(console(), out)
     if out.verdict != "pass":
         raise typer.Exit(1)
 
@@ -140,13 +146,4 @@ def _headline(model, hf, engine, context, device, fill, report_path, as_json) ->
         print(f"kvcalc: note: {with_names(note, FLAGS)}", file=sys.stderr)
     out = headline(ctx, device, fill or ("full" if device == "cuda" else "sample"),
                    progress=sys.stderr.isatty() and not as_json)
-    if report_path:
-        if report_path == "auto":
-            report_path = os.path.join("reports", "verify", f"headline-{ctx}-{device}.json")
-        write_atomic(report_path, json.dumps(out.to_json(), indent=2) + "\n", "--report")
-    if as_json:
-        print_json(out.to_json())
-    else:
-        render_headline(console(), out)
-    if out.verdict != "pass":
-        raise typer.Exit(1)
+    _finish(out, report_path, f"headline-{ctx}-{device}.json", as_json, render_headline)

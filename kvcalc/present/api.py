@@ -55,20 +55,3 @@ def shown(render, *args, **kwargs) -> Recorder:
     rec = Recorder()
     render(rec, *args, **kwargs)
     return rec
-
-
-class Shown:
-    """A mix-in for results: ``__str__`` and ``_repr_html_`` from :meth:`_shown` (the CLI's renderer), a short
-    ``__repr__``; ``to_json`` is the result's own."""
-
-    def _shown(self) -> Recorder:  # pragma: no cover - each result gives its renderer
-        raise NotImplementedError
-
-    def __str__(self) -> str:
-        return self._shown().text()
-
-    def _repr_html_(self) -> str:
-        return self._shown().html()
-
-    def __rich__(self) -> str:
-        return str(self)
