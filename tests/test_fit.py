@@ -90,7 +90,7 @@ def test_the_reverse_is_capacity_max_context():
 
 
 def test_llama_cpp_and_models_without_weights_are_refused():
-    with pytest.raises(KvcalcError, match="--parallel slots"):
+    with pytest.raises(KvcalcError, match="its parallel slots"):
         F.fit("llama-3.1-8b", 8192, 8, engines=["llama.cpp"])
     with pytest.raises(KvcalcError, match="fit needs qwen3.5-9b's weights"):
         F.fit("qwen3.5-9b", 8192, 8, gpus=["h100-sxm"])
