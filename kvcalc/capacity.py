@@ -324,10 +324,22 @@ class SideBySide:
     warnings: tuple[str, ...] = ()
 
 
-def default_context(engines: list, model, longest: bool = False) -> int:
+def default_context(engines: list, model, longest: bool = False, settings: dict | None = None, gpu=None) -> int:
     """The engines' own default max_model_len (the longest context each derives, or vLLM's LongRoPE default; with
-    ``longest``, for the reverse search, the longest each takes; the shortest side by side); 1M where none is."""
-    limits = [n for n in ((e.context_limit if longest else e.default_context)(model) for e in engines) if n is not None]
+    ``longest``, for the reverse search, the longest each takes; the shortest side by side); 1M where none is.
+    ``settings[name]``: an engine's settings where its default depends on them (llama.cpp's --ctx-size, ollama's
+    num_ctx and the GPU's memory)."""
+    settings = settings or {}
+
+    def own(e):
+        if longest:
+            return e.context_limit(model)
+        given = settings.get(e.name)
+        if given is None and gpu is None:
+            return e.default_context(model)
+        return e.default_context(model, e.resolve(given, gpu=resolve_gpu(gpu), model=model))
+
+    limits = [n for n in (own(e) for e in engines) if n is not None]
     return min(limits) if limits else 1 << 20
 
 
@@ -340,7 +352,8 @@ def compare(model, engines: list, *, settings: dict, context: int | None = None,
     engine's :class:`Refused` column."""
     spec = as_model(model)
     engs = [get_engine(e) for e in engines]
-    ctx = context if context is not None else default_context(engs, spec, longest=concurrency is not None)
+    ctx = context if context is not None else default_context(engs, spec, longest=concurrency is not None,
+                                                              settings=settings, gpu=kwargs.get("gpu"))
     answers, reverses = [], []
     for eng in engs:
         args = dict(kwargs, model=spec, engine=eng.name, settings=settings.get(eng.name))

@@ -327,7 +327,7 @@ class Engine(ABC):
         """The longest context the engine derives for ``spec`` (its default max_model_len); None: unknown."""
         return spec.max_context
 
-    def default_context(self, spec) -> int | None:
+    def default_context(self, spec, settings=None) -> int | None:
         """The context the engine runs ``spec`` at when none is given (by default its longest)."""
         return self.context_limit(spec)
 

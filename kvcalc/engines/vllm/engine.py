@@ -139,7 +139,7 @@ class VllmEngine(BlockPoolMixin, Engine):
 
         return derived_max_model_len(spec)
 
-    def default_context(self, spec) -> int | None:
+    def default_context(self, spec, settings=None) -> int | None:
         """config/model.py _get_and_verify_max_len: with no max_model_len given, a LongRoPE model defaults to
         original_max_position_embeddings ("to avoid performance degradation for shorter sequences"), the
         derived maximum staying its limit."""

@@ -197,3 +197,16 @@ def test_the_imported_yaml_plans_as_its_gguf(cli, tmp_path, gguf):
     assert [(c["kind"], c["cells"], c["layers"], c["k_bytes"], c["v_bytes"], c["r_bytes"], c["s_bytes"])
             for c in a["caches"]] == [(c["kind"], c["cells"], c["layers"], c["k_bytes"], c["v_bytes"], c["r_bytes"],
                                        c["s_bytes"]) for c in b["caches"]]
+
+
+def test_no_context_given_takes_the_front_ends(cli):
+    """Found in review: without -c, capacity planned the model's 131,072 tokens and then refused the -c / num_ctx
+    the user gave; the context is now the launch's own (llama-server -c 2048 in one unified stream: 2,048 cells a
+    request; ollama num_ctx 8192: 8,192)."""
+    r = cli("capacity", "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "h100-sxm", "--ctx-size", "2048", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["n_ctx"] == 2048
+    r = cli("capacity", "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "h100-sxm", "--frontend", "ollama",
+            "--num-ctx", "8192", "--json")
+    assert r.code == 0, r.err
+    assert (json.loads(r.out)["n_ctx"], json.loads(r.out)["n_seq_max"]) == (8192, 1)
