@@ -80,9 +80,7 @@ class LlamaFigures(EngineFigures):
             "n_ctx": cp.n_ctx, "n_ctx_seq": cp.n_ctx_seq, "n_seq_max": cp.n_seq_max, "n_stream": cp.n_stream,
             "n_batch": cp.n_batch, "n_ubatch": cp.n_ubatch, "flash_attn": cp.flash_attn, "kv_unified": cp.kv_unified,
             "swa_full": cp.swa_full, "type_k": cp.type_k.name, "type_v": cp.type_v.name,
-            "caches": [{"kind": c.kind, "cells": c.cells, "layers": c.logged_layers, "k_bytes": c.k_bytes,
-                        "v_bytes": c.v_bytes, "r_bytes": c.r_bytes, "s_bytes": c.s_bytes, "buffers": c.buffers()}
-                       for c in a.caches],
+            "caches": [c.to_json() for c in a.caches],
             "memory_bytes": a.memory_bytes, "cache_gpu_bytes": a.gpu_bytes, "cache_cpu_bytes": a.cpu_bytes,
             "weights_bytes": self.weights_bytes, "weights_basis": self.weights_basis,
             "gpu_bytes": a.gpu_bytes + self.weights_gpu_bytes, "cpu_bytes": a.cpu_bytes + self.weights_cpu_bytes,
@@ -309,8 +307,7 @@ class LlamaCppEngine(Engine):
         one = plan.allocation
         cp = one.cparams
         return {"command": plan.launch.command(cp.n_ctx), "n_ctx": cp.n_ctx, "n_ctx_seq": cp.n_ctx_seq,
-                "caches": [{"kind": c.kind, "cells": c.cells, "layers": c.logged_layers, "k_bytes": c.k_bytes,
-                            "v_bytes": c.v_bytes, "r_bytes": c.r_bytes, "s_bytes": c.s_bytes} for c in one.caches],
+                "caches": [c.to_json() for c in one.caches],
                 "log": [x for x in one.log_lines() if "size" in x]}
 
     def transfer_groups(self, p, spec, tokens: int):

@@ -405,6 +405,10 @@ class Cache:
     def memory_bytes(self) -> int:
         return sum(self.buffers().values())
 
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "cells": self.cells, "layers": self.logged_layers, "k_bytes": self.k_bytes,
+                "v_bytes": self.v_bytes, "r_bytes": self.r_bytes, "s_bytes": self.s_bytes, "buffers": self.buffers()}
+
 
 def _device(cp: Cparams, mc: ModelCaches, il: int) -> str:
     """llama-model.cpp load_tensors' layer placement: il on the GPU when i_gpu_start <= il and il - i_gpu_start <
