@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from .config import ModelSpec, as_model
 from .engines import DEFAULT_ENGINE, get_engine
 from .engines.base import Budget, Engine, Fit
-from .errors import KvcalcError, quote
+from .errors import KvcalcError, NoRoom, quote
 from .hardware import GPU, resolve_gpu
 from .plan import MAX_RANKS, PoolPlan, plan
 from .units import GIB
@@ -164,11 +164,11 @@ def capacity(
         w_total, w_gpu, w_source = own or _weights_per_gpu(spec, parallel, stages, weights_bytes)
         pool = budget.pool(w_gpu, reserve)
         if pool <= 0:
-            raise KvcalcError(
+            raise NoRoom(
                 f"{spec.name}: does not fit on {dev.name}: {budget.formula} = "
                 f"{budget.requested_bytes / GIB:.2f} GiB per GPU, weights {w_gpu / GIB:.2f} GiB + reserve "
-                f"{reserve / GIB:.2f} GiB leave no KV cache memory (more GPUs, a larger tp, or a smaller reserve)"
-            )
+                f"{reserve / GIB:.2f} GiB leave no KV cache memory (more GPUs, a larger tp, or a smaller reserve)",
+                "weights")
     fit = eng.fit(plans, pool, settings, parallel)
     if request_tokens is not None or shared_prefix_tokens:
         from .workload import apply

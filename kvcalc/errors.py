@@ -39,6 +39,16 @@ class KvcalcError(Exception):
         return text
 
 
+class NoRoom(KvcalcError):
+    """A deployment whose memory cannot hold what it must: ``reason`` is ``"weights"`` (the weights, and the reserve
+    or the engine's own share, leave no memory for the KV cache) or ``"kv"`` (the pool is smaller than one request).
+    A search (``kvcalc fit``) reads the reason; the message is the engine's own."""
+
+    def __init__(self, message: str, reason: str, param: str | None = None):
+        super().__init__(message, param)
+        self.reason = reason
+
+
 #: how much of a value an error message quotes: enough to recognise it, never a file's worth
 QUOTE_LIMIT = 60
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .capacity import Parallel, capacity, plans_kept
 from .config import ModelSpec, as_model
-from .errors import KvcalcError, quote
+from .errors import KvcalcError, NoRoom, quote
 
 #: GPU counts tried: powers of two up to the largest asked
 MAX_GPUS = 64
@@ -154,12 +154,11 @@ def _counts(max_gpus: int) -> list[int]:
 
 
 def _why(e: KvcalcError) -> str:
-    text = str(e)
-    if "leave no KV cache memory" in text or "does not fit on" in text:
-        return "weights"
-    if "of KV cache is needed" in text or "more than the" in text and "left for them" in text:
-        return "kv"  # the pool is smaller than one request (vLLM's refusal; llama.cpp's)
-    if e.param in ("tp", "pp", "dp", "ep", "parallel") or "tp" in text.split(":")[0]:
+    """A refusal's kind: the engine's own reason where memory cannot hold the deployment (errors.NoRoom), else the
+    layout (a refusal naming tp / pp / dp / ep) or the engine."""
+    if isinstance(e, NoRoom):
+        return e.reason
+    if e.param in ("tp", "pp", "dp", "ep", "parallel") or "tp" in str(e).split(":")[0]:
         return "layout"
     return "engine"
 

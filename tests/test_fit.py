@@ -149,3 +149,15 @@ def test_a_workload_is_searched_as_capacity_counts_it():
     # every request at the full 8k: one H100 holds 54 (docs/api.md's arithmetic), so 64 need two
     full = F.fit("llama-3.1-8b", 8192, 64, gpus=["h100-sxm"], engines=["vllm"], precisions=["bf16"])
     assert full.deployments[0].layout.gpus == 2
+
+
+def test_every_engines_memory_refusals_say_weights_or_kv():
+    """The reason a smaller fleet fails is the engine's own (errors.NoRoom), whatever words it refuses in: SGLang's
+    "Loaded weights leave no GPU memory" is the weights, the exact engine's "one request ... needs" the KV pool."""
+    r = F.fit("llama-3.1-70b", 32768, 24, gpus=["h100-sxm", "l4"], engines=["sglang", "exact"], precisions=["bf16"])
+    by = {}
+    for m in r.misses:
+        by.setdefault((m.engine, m.why), []).append(m.detail)
+    assert not any(why == "engine" for _, why in by), {k: v[0][:80] for k, v in by.items() if k[1] == "engine"}
+    assert any("leave no GPU memory for the KV cache" in d for d in by[("sglang", "weights")])
+    assert any("of KV cache, more than the" in d for d in by[("exact", "kv")])

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import KvcalcError, quote
+from ..errors import KvcalcError, NoRoom, quote
 from ..units import GIB
 from .options import Option  # noqa: F401  (engines declare their options with it)
 
@@ -405,7 +405,7 @@ class BlockPoolMixin:
         fullest = max(plans, key=lambda p: p.bytes_per_block)
         for p in plans:
             if not p.fits_one(pool) or p.requests_that_fit(num_blocks) < 1:
-                raise KvcalcError(self.refusal(p, pool))
+                raise NoRoom(self.refusal(p, pool), "kv")
         return Fit(num_blocks, fullest.requests_that_fit(num_blocks), fullest.max_concurrency(num_blocks),
                    fullest.cache_tokens(num_blocks), tuple(self.explain(fullest, num_blocks)),
                    log_line=self.log_line(fullest, num_blocks))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import KvcalcError, quote
+from ...errors import KvcalcError, NoRoom, quote
 from ...pool import PlanPage
 from ..base import Capability, Engine, Fit, fraction_budget
 from .plan import ExactGroup, ExactPlan, _kind
@@ -86,7 +86,7 @@ class ExactEngine(Engine):
         p = max(plans, key=lambda q: q.analytic_bytes)
         for q in plans:
             if q.analytic_bytes > pool:
-                raise KvcalcError(self.refusal(q, pool))
+                raise NoRoom(self.refusal(q, pool), "kv")
         n = pool // max(p.analytic_bytes, 1)
         heads = ("cache", "layers", "one layer", "a request holds")
         rows = tuple((g.label, f"{len(g.layers)}", format_bytes(g.analytic_bytes // max(len(g.layers), 1)),

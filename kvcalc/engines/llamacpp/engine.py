@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, NoRoom
 from ...pool import GroupKind, PlanGroup, PlanPage, PoolFigures, PoolPlan, longest_context
 from ...units import GIB, format_bytes
 from ..base import Budget, BudgetStep, Capability, Engine, EngineFigures, Fit
@@ -388,7 +388,7 @@ class LlamaCppEngine(Engine):
         p: LlamaPlan = plans[0]
         a = p.allocation
         if a.gpu_bytes > pool:
-            raise KvcalcError(self.refusal(p, pool))
+            raise NoRoom(self.refusal(p, pool), "kv")
         cp = a.cparams
         at_once = cp.n_seq_max if not cp.kv_unified else min(cp.n_seq_max, cp.n_ctx // p.context)
         w = getattr(p, "weights", None)

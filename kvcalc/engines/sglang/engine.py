@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 
-from ...errors import KvcalcError
+from ...errors import KvcalcError, NoRoom
 from ...specs import (ChunkedAttention, CompressedMLA, CompressorState, FullAttention, GatedDeltaNetState,
                      IndexerCache, KDAState, Mamba2State, MLALatent, SlidingWindowAttention, SlidingWindowMLA)
 from ...units import GIB
@@ -43,15 +43,16 @@ class SglangBudget(Budget):
         if rest <= 0:
             minimum = 1 - free / pre
             if -(-minimum * 1000 // 1) / 1000 >= 1:  # no fraction can: SGLang's advice would ask for more than all
-                raise KvcalcError(
+                raise NoRoom(
                     f"{{{{engine}}}} sglang: the weights, {weights / GIB:.2f} GiB a GPU, leave no GPU memory for the KV "
                     f"cache at any {{{{mem_fraction_static}}}} (the device reports {self.device_bytes / GIB:.2f} GiB); "
                     f"more GPUs are needed: a larger {{{{tp}}}} (or {{{{pp}}}}) splits the weights. (SGLang {VERSION} "
-                    "refuses to start here too.)")
-            raise KvcalcError(
+                    "refuses to start here too.)", "weights")
+            raise NoRoom(
                 f"{{{{engine}}}} sglang: Loaded weights leave no GPU memory for the KV cache under {{{{mem_fraction_static}}}}="
                 f"{self.mem_fraction_static}. Raise {{{{mem_fraction_static}}}} above {-(-minimum * 1000 // 1) / 1000:.3f} "
-                f"(minimum viable = 1 - available/pre = {minimum:.4f}). (SGLang {VERSION} refuses to start here too.)")
+                f"(minimum viable = 1 - available/pre = {minimum:.4f}). (SGLang {VERSION} refuses to start here too.)",
+                "weights")
         return int(rest * GIB)
 
 

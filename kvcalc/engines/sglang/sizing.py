@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...errors import KvcalcError, quote
+from ...errors import KvcalcError, NoRoom, quote
 from ...formats import FORMATS, get_format
 from ...specs import (ChunkedAttention, FullAttention, IndexerCache, MLALatent, RecurrentState,
                      SlidingWindowAttention)
@@ -569,7 +569,8 @@ def size_pools(lay: Layout, rest_gib: float, context: int, settings: Settings) -
     """From the budget left after the weights (GiB, as SGLang holds it) to SGLang's pools on one rank."""
     rest_gib, slots = state_pool(lay, rest_gib, settings)
     if rest_gib <= 0:
-        raise refuse("Loaded weights leave no GPU memory for the KV cache (the state pool took the rest)")
+        raise NoRoom(f"{{{{engine}}}} sglang: Loaded weights leave no GPU memory for the KV cache (the state pool took "
+                     "the rest)", "weights")
     available = int(rest_gib * (1 << 30))
     page = lay.page
     cell = lay.cell
