@@ -394,7 +394,7 @@ class LlamaCppEngine(Engine):
         w = getattr(p, "weights", None)
         figures = LlamaFigures(p.launch.frontend, p.launch.command(a.cparams.n_ctx), p.launch.defaults, a,
                                *(w if w is not None else (None, 0, 0, "")),
-                               self._max_parallel(p, pool), self._max_ctx_size(p, pool), _ollama_json(p, settings))
+                               self._max_parallel(p, pool), self._max_ctx_size(p, pool), _ollama_json(p))
         lines = [f"{'llama.cpp' if p.launch.frontend != 'ollama' else 'ollama'} launch: {figures.command}"]
         if p.launch.defaults:
             lines.append(f"{p.launch.frontend} defaults taken: {'; '.join(p.launch.defaults)}.")
@@ -458,14 +458,14 @@ class LlamaCppEngine(Engine):
                       f"{gpu.memory_bytes / GIB:.2f} GiB", {"fit_margin_bytes": FIT_MARGIN})
 
 
-def _ollama_json(p: "LlamaPlan", settings) -> dict | None:
+def _ollama_json(p: "LlamaPlan") -> dict | None:
     """ollama's prediction of the launch beside the allocation (--frontend ollama with a GGUF)."""
     from .ollama import VERSION as OLLAMA, differences
 
     pred = p.ollama
     if pred is None:
         return None
-    gpu = getattr(settings, "gpu_memory", None) or p.settings.gpu_memory or 0
+    gpu = p.settings.gpu_memory or 0  # the plan's settings: --gpu set it
     threshold = gpu * 80 // 100
     w = p.weights
     return {"version": OLLAMA, "predicted_bytes": pred.total_bytes, "file_bytes": pred.file_bytes,
