@@ -92,11 +92,15 @@ def capacity(model, context: int, *, gpu=None, engine: str = "vllm", precision: 
 
 
 def fit(model, context: int, concurrency: int | None = None, *, gpus=None, engines=("vllm", "sglang"),
-        precisions=None, max_gpus: int = 8, count: int | None = None) -> Result:
+        precisions=None, max_gpus: int = 8, count: int | None = None, settings: dict | None = None,
+        weights_bytes: int | None = None, reserve_bytes: int | None = None, request_tokens=None,
+        shared_prefix_tokens: int = 0) -> Result:
     """Every deployment of ``model`` that holds ``concurrency`` requests of ``context`` tokens: for each GPU
     (``gpus``: names; None: every one), engine and precision the smallest fleet (layouts up to ``max_gpus``),
     ranked, with why smaller ones fail (:mod:`kvcalc.fit`). ``r.deployments`` are the rows, each re-run by
-    :func:`capacity` with its gpu, layout, engine and precision.
+    :func:`capacity` with its gpu, layout, engine and precision. ``settings``: engine options by name (vLLM's
+    ``max_num_seqs``, SGLang's ``mem_fraction_static``), each applied to the engines that take it;
+    ``weights_bytes`` (all ranks), ``reserve_bytes`` (per GPU) and a workload as :func:`capacity` takes them.
 
     >>> r = fit("gpt-oss-120b", 131072, 16, gpus=["h100-sxm"], engines=["vllm"], precisions=["fp8"])
     >>> d = r.deployments[0]
@@ -104,11 +108,22 @@ def fit(model, context: int, concurrency: int | None = None, *, gpus=None, engin
     (2, 2, True)
     """
     from .fit import best_per, fit as _fit
-    from .present.fit import fit_json, render_fit
+    from .present.fit import fit_json, render_fit, rerun_flags
+    from .units import GIB
 
     out = _fit(model, context, concurrency, gpus=gpus, engines=engines, precisions=precisions, max_gpus=max_gpus,
-               count=count)
-    return Result(out, lambda con: render_fit(con, out, best_per(out)), lambda: fit_json(out))
+               count=count, settings=settings, weights_bytes=weights_bytes, reserve_bytes=reserve_bytes,
+               request_tokens=request_tokens, shared_prefix_tokens=shared_prefix_tokens)
+    extra, flags = rerun_flags(engines, settings, *(None if b is None else b / GIB
+                                                   for b in (weights_bytes, reserve_bytes)))
+    if isinstance(request_tokens, int):
+        extra += f" --request-tokens {request_tokens}"
+    elif request_tokens is not None:  # a distribution: capacity reads it from a file, one length a line
+        extra += " --request-tokens-file LENGTHS_FILE"
+    if shared_prefix_tokens:
+        extra += f" --shared-prefix-tokens {shared_prefix_tokens}"
+    return Result(out, lambda con: render_fit(con, out, best_per(out), extra, flags),
+                  lambda: fit_json(out, extra, flags))
 
 
 def decode(model, context: int, *, precision: str | None = None, batch: int = 1, tp: int = 1) -> Result:

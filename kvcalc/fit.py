@@ -11,7 +11,7 @@ context, precision, engine settings and tp / pp, and only the budget on the GPU.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .capacity import Parallel, capacity, plans_kept
 from .config import ModelSpec, as_model
@@ -49,13 +49,24 @@ class Deployment:
     requests_per_replica: int
     kv_pool_bytes_per_gpu: int
     weights_bytes_per_gpu: int | None
-    spare: int | None  # total requests beyond the concurrency asked
+    spare: int | None  # requests served beyond the concurrency asked
+    #: the scheduler's cap on requests running at once per replica (vLLM's max_num_seqs), where the engine keeps
+    #: one outside its memory count (Engine.running_limit); None: none
+    running_limit: int | None = None
+
+    @property
+    def served(self) -> int:
+        """Requests running at once over the deployment: what memory holds, capped per replica by the scheduler."""
+        per = self.requests_per_replica if self.running_limit is None else \
+            min(self.requests_per_replica, self.running_limit)
+        return per * self.layout.dp
 
     def to_json(self) -> dict:
         lay = self.layout
         return {"gpu": self.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep,
                 "engine": self.engine, "precision": self.precision, "context_tokens": self.context,
                 "total_requests": self.total_requests, "requests_per_replica": self.requests_per_replica,
+                "running_limit_per_replica": self.running_limit, "served_requests": self.served,
                 "spare_requests": self.spare, "kv_pool_bytes_per_gpu": self.kv_pool_bytes_per_gpu,
                 "weights_bytes_per_gpu": self.weights_bytes_per_gpu}
 
@@ -63,7 +74,8 @@ class Deployment:
 @dataclass(frozen=True)
 class Miss:
     """A smaller deployment that does not serve the workload, and why: ``weights`` (weights and reserve leave no
-    KV memory), ``kv`` (the pool holds fewer requests), ``layout`` (the engine refuses the layout)."""
+    KV memory), ``kv`` (the pool holds fewer requests), ``running`` (the pool holds them but the scheduler's cap
+    runs fewer at once), ``layout`` (the engine refuses the layout), ``engine`` (it refuses otherwise)."""
 
     gpu: str
     layout: Layout
@@ -125,8 +137,30 @@ def layouts(n: int, moe: bool) -> list[Layout]:
 FIT_ENGINES = ("vllm", "sglang", "exact")
 
 
-def _checked(spec, engines, precisions):
-    """The engines and precisions of a search, each checked; the model must have weights."""
+def _settings(settings, engs) -> dict:
+    """Engine options by name (None values dropped); one that no engine of the search takes is refused, naming
+    the engine whose option it is."""
+    from collections.abc import Mapping
+
+    from .engines import engine_names, engine_options
+
+    if settings is None:
+        return {}
+    if not isinstance(settings, Mapping):
+        raise KvcalcError(f"settings: engine options by name (a mapping), got {type(settings).__name__}",
+                          param="settings")
+    given = {k: v for k, v in settings.items() if v is not None}
+    for k in given:
+        if not any(k == o.name for e in engs for o in e.options):
+            owner = next((n for n in engine_names() for o in engine_options(n) if o.name == k), None)
+            whose = f"a setting of the {owner} engine, which this search does not plan on" if owner else \
+                "not a setting of any engine"
+            raise KvcalcError(f"{k}: {whose} (engines searched: {', '.join(e.name for e in engs)})"[:300], param=k)
+    return given
+
+
+def _checked(spec, engines, precisions, weights_bytes=None):
+    """The engines and precisions of a search, each checked; the model must have weights (or be given them)."""
     from .engines import get_engine
 
     engs = [get_engine(e) for e in _names(engines, "engines")]
@@ -137,11 +171,11 @@ def _checked(spec, engines, precisions):
                               param="engine")
     precs = list(spec.precisions) if precisions is None else [spec.precision(p).name
                                                               for p in _names(precisions, "precisions")]
-    if spec.weights is None and getattr(spec, "gguf_weights", None) is None:
+    if spec.weights is None and getattr(spec, "gguf_weights", None) is None and weights_bytes is None:
         why = spec.notes.removeprefix("no weights: ") if spec.notes.startswith("no weights:") else \
             "the config declares none"
-        raise KvcalcError(f"model: fit needs {spec.name}'s weights to size a deployment ({why}); capacity takes them "
-                          "given ({{weights}})", param="model")
+        raise KvcalcError(f"model: fit needs {spec.name}'s weights to size a deployment ({why}); give them "
+                          "({{weights}})", param="model")
     return engs, precs
 
 
@@ -165,14 +199,17 @@ def _why(e: KvcalcError) -> str:
 
 def fit(model: ModelSpec | str, context: int, concurrency: int | None = None, *, gpus=None,
         engines=DEFAULT_ENGINES, precisions=None, max_gpus: int = 8, settings: dict | None = None,
-        count: int | None = None, request_tokens=None, shared_prefix_tokens: int = 0) -> FitResult:
+        count: int | None = None, request_tokens=None, shared_prefix_tokens: int = 0,
+        weights_bytes: int | None = None, reserve_bytes: int | None = None) -> FitResult:
     """Every deployment of ``model`` at ``context`` tokens that holds ``concurrency`` requests: for each GPU in
     ``gpus`` (catalogue names; None: every one), engine and precision (None: every precision the model declares),
     the smallest by GPU count (layouts up to ``max_gpus``), ranked, with the smaller ones' failures; without
     ``concurrency``, every deployment that starts, ranked by GPUs and requests held. ``count``: only fleets of
     exactly that many GPUs (a power of two). ``settings``: engine options by name, each applied to the engines that
-    take it. ``request_tokens`` (one length or a distribution) and ``shared_prefix_tokens``: a workload, as
-    capacity takes it (the requests held are then the workload's).
+    take it (one no engine searched takes is refused). ``request_tokens`` (one length or a distribution) and
+    ``shared_prefix_tokens``: a workload, as capacity takes it (the requests held are then the workload's).
+    ``weights_bytes`` (all ranks together) and ``reserve_bytes`` (per GPU): as capacity takes them, for a model
+    whose config declares no weights or a reserve of one's own.
 
     Llama-3.1-8B at 8k tokens holds 1 GiB a request (32 layers x 8 KV heads x 128 x 2 x 2 B x 8,192); one H100's
     pool after 14.96 GiB of weights and 4 GiB of reserve holds 54, so 32 requests need one GPU:
@@ -194,9 +231,9 @@ def fit(model: ModelSpec | str, context: int, concurrency: int | None = None, *,
     if count is not None and count & (count - 1):
         raise KvcalcError(f"count: fleets of a power of two GPUs are searched, got {count}", param="count")
     gpu_names = list(catalogue()) if gpus is None else [get_gpu(g).key for g in _names(gpus, "gpus")]
-    engs, precs = _checked(spec, engines, precisions)
+    engs, precs = _checked(spec, engines, precisions, weights_bytes)
     moe = spec.weights is not None and bool(spec.weights.experts)
-    given = dict(settings or {})
+    given = _settings(settings, engs)
     found: list[Deployment] = []
     misses: list[Miss] = []
     searched = 0
@@ -209,13 +246,14 @@ def fit(model: ModelSpec | str, context: int, concurrency: int | None = None, *,
                     best, tried, n_tried = _search(spec, context, concurrency, gpu, eng, own, prec,
                                                    [count] if count is not None else _counts(max_gpus), moe,
                                                    {"request_tokens": request_tokens,
-                                                    "shared_prefix_tokens": shared_prefix_tokens})
+                                                    "shared_prefix_tokens": shared_prefix_tokens,
+                                                    "weights_bytes": weights_bytes, "reserve_bytes": reserve_bytes})
                     searched += n_tried
                     found += best
                     smallest = min((d.layout.gpus for d in best), default=None)
                     misses += [m for m in tried if smallest is None or m.layout.gpus < smallest]
     key = (lambda d: (d.layout.gpus, -(d.spare or 0), d.layout.pp, d.layout.tp)) if concurrency is not None else \
-        (lambda d: (d.layout.gpus, -d.total_requests, d.layout.pp, d.layout.tp))
+        (lambda d: (d.layout.gpus, -d.served, d.layout.pp, d.layout.tp))
     found.sort(key=key)
     if not found:
         notes.append("no deployment searched serves it" + (f" (up to {max_gpus} GPUs)" if concurrency else "")
@@ -244,10 +282,12 @@ class Longest:
 
 
 def longest(model: ModelSpec | str, concurrency: int, *, gpus, count: int, engines=DEFAULT_ENGINES,
-            precisions=None) -> list[Longest]:
+            precisions=None, settings: dict | None = None, weights_bytes: int | None = None,
+            reserve_bytes: int | None = None) -> list[Longest]:
     """For each GPU in ``gpus``, layout of ``count`` GPUs, engine and precision: the longest context (up to the
     model's) at which ``concurrency`` requests fit over the fleet, ``ceil(concurrency / dp)`` on each replica
-    (:func:`kvcalc.capacity.max_context`), longest first; where none fits, the refusals (as :class:`Miss`)."""
+    (:func:`kvcalc.capacity.max_context`), longest first; where none fits, the refusals (as :class:`Miss`).
+    ``settings``, ``weights_bytes``, ``reserve_bytes``: as :func:`fit` takes them."""
     from . import args
     from .capacity import max_context
     from .hardware import get_gpu
@@ -258,21 +298,30 @@ def longest(model: ModelSpec | str, concurrency: int, *, gpus, count: int, engin
     if count & (count - 1):
         raise KvcalcError(f"count: fleets of a power of two GPUs are searched, got {count}", param="count")
     gpu_names = [get_gpu(g).key for g in _names(gpus, "gpus")]
-    engs, precs = _checked(spec, engines, precisions)
+    engs, precs = _checked(spec, engines, precisions, weights_bytes)
     moe = spec.weights is not None and bool(spec.weights.experts)
+    given = _settings(settings, engs)
     out, refused = [], []
     with plans_kept():
         for gpu in gpu_names:
             for eng in engs:
+                own = {k: v for k, v in given.items() if k in {o.name for o in eng.options}}
                 for prec in precs:
                     for lay in layouts(count, moe):
                         each = -(-concurrency // lay.dp)
                         cap_args = {"model": spec, "precision": prec, "engine": eng.name, "parallel": lay.parallel,
-                                    "gpu": gpu}
+                                    "gpu": gpu, "settings": own or None,
+                                    "weights_bytes": weights_bytes, "reserve_bytes": reserve_bytes}
                         try:
-                            best, _ = max_context(cap_args, each, eng.context_limit(spec) or spec.max_context)
+                            best, cap = max_context(cap_args, each, eng.context_limit(spec) or spec.max_context)
                         except KvcalcError as e:
                             refused.append(Miss(gpu, lay, eng.name, prec, _why(e), str(e)))
+                            continue
+                        running = eng.running_limit(cap.plan.settings) if cap is not None else None
+                        if running and each > running[1]:
+                            refused.append(Miss(gpu, lay, eng.name, prec, "running",
+                                                f"{each:,} request(s) a replica, but {eng.name} runs at most "
+                                                f"{running[1]:,} at once ({running[0]})"))
                             continue
                         if best:
                             out.append(Longest(gpu, lay, eng.name, prec, best, each))
@@ -294,18 +343,25 @@ def _search(spec, context, concurrency, gpu, eng, own, prec, counts, moe, worklo
             n += 1
             try:
                 cap = capacity(spec, context, precision=prec, engine=eng.name,
-                               settings=eng.settings(own) if own else None, parallel=lay.parallel, gpu=gpu, **workload)
+                               settings=own or None, parallel=lay.parallel, gpu=gpu, **workload)
             except KvcalcError as e:
                 tried.append(Miss(gpu, lay, eng.name, prec, _why(e), str(e)))
                 continue
             total = cap.total_requests
-            if concurrency is not None and total < concurrency:
-                tried.append(Miss(gpu, lay, eng.name, prec, "kv",
-                                  f"holds {total:,} request(s) of {context:,} tokens, not {concurrency:,}"))
+            running = eng.running_limit(cap.plan.settings)
+            d = Deployment(gpu, lay, eng.name, prec, context, total, cap.requests_per_replica,
+                           cap.kv_pool_bytes_per_gpu, cap.weights_bytes_per_gpu, None,
+                           running[1] if running else None)
+            if concurrency is not None and d.served < concurrency:
+                if total >= concurrency:  # memory holds them; the scheduler's cap runs fewer at once
+                    tried.append(Miss(gpu, lay, eng.name, prec, "running",
+                                      f"holds {total:,} request(s) of {context:,} tokens but runs at most "
+                                      f"{running[1]:,} a replica ({running[0]}): {d.served:,}, not {concurrency:,}"))
+                else:
+                    tried.append(Miss(gpu, lay, eng.name, prec, "kv",
+                                      f"holds {total:,} request(s) of {context:,} tokens, not {concurrency:,}"))
                 continue
-            best.append(Deployment(gpu, lay, eng.name, prec, context, total, cap.requests_per_replica,
-                                   cap.kv_pool_bytes_per_gpu, cap.weights_bytes_per_gpu,
-                                   None if concurrency is None else total - concurrency))
+            best.append(replace(d, spare=None if concurrency is None else d.served - concurrency))
         if best and concurrency is not None:
             break  # the smallest GPU count that serves it; larger ones are not needed
     return best, tried, n

@@ -161,3 +161,49 @@ def test_every_engines_memory_refusals_say_weights_or_kv():
     assert not any(why == "engine" for _, why in by), {k: v[0][:80] for k, v in by.items() if k[1] == "engine"}
     assert any("leave no GPU memory for the KV cache" in d for d in by[("sglang", "weights")])
     assert any("of KV cache, more than the" in d for d in by[("exact", "kv")])
+
+
+def test_engine_options_shape_every_row_and_its_command(cli):
+    """An engine option given to fit plans every row of that engine with it, and each row's re-run command carries
+    it: the command's capacity answer is the row's. vLLM's --max-num-seqs 32 caps what runs at once: one H100 holds
+    54 requests of Llama-3.1-8B at 8k (docs/api.md's arithmetic) but runs 32, so 40 need more than one replica."""
+    r = cli("fit", "llama-3.1-8b", "-c", "8k", "-n", "40", "--gpu", "h100-sxm", "--engine", "vllm", "-p", "bf16",
+            "--max-num-seqs", "32", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    rows = d["deployments"]
+    assert rows and all(x["running_limit_per_replica"] == 32 for x in rows)
+    for x in rows:
+        assert x["served_requests"] == x["dp"] * min(x["requests_per_replica"], 32) >= 40
+        assert x["command"].endswith(" --max-num-seqs 32")
+    best = rows[0]
+    assert best["gpus"] == 2 and best["dp"] == 2  # two replicas of 32 at once; tp 2 would run 32 only
+    one = [m for m in d["misses"] if m["gpus"] == 1]
+    assert [m["why"] for m in one] == ["running"] and "holds 54 " in one[0]["detail"]  # holds 54, runs 32
+    again = cli(*best["command"].split()[1:], "--json")
+    assert again.code == 0, again.err
+    cap = json.loads(again.out)
+    assert (cap["total_requests"], cap["max_num_seqs"]) == (best["total_requests"], 32)
+
+
+def test_weights_given_to_fit_size_a_model_without_them(cli):
+    """A config without derived weights is searched with --weights-gib (all ranks together), and the rows re-run with
+    it; a reserve is carried the same way."""
+    r = cli("fit", "qwen3-next-80b-a3b", "-c", "8k", "-n", "4", "--gpu", "h100-sxm", "--engine", "vllm", "-p", "bf16")
+    assert r.code == 2 and "--weights-gib" in r.err
+    r = cli("fit", "qwen3-next-80b-a3b", "-c", "8k", "-n", "4", "--gpu", "h100-sxm", "--engine", "vllm", "-p", "bf16",
+            "--weights-gib", "150", "--reserve-gib", "2", "--json")
+    assert r.code == 0, r.err
+    best = json.loads(r.out)["deployments"][0]
+    # 150 GiB over tp x pp ranks: 2 GPUs hold 75 GiB each, more than 0.92 x 79.19 GiB - 2 GiB; 4 GPUs do
+    assert best["gpus"] == 4 and best["weights_bytes_per_gpu"] == 150 * 2**30 // 4
+    assert " --weights-gib 150 --reserve-gib 2" in best["command"]
+    again = json.loads(cli(*best["command"].split()[1:], "--json").out)
+    assert again["total_requests"] == best["total_requests"]
+
+
+def test_an_option_of_an_engine_not_searched_is_refused(cli):
+    r = cli("fit", "llama-3.1-8b", "-c", "8k", "--gpu", "h100-sxm", "--engine", "vllm", "--mem-fraction-static", "0.8")
+    assert r.code == 2 and r.err.count("\n") == 1 and "--mem-fraction-static" in r.err and "sglang" in r.err
+    with pytest.raises(KvcalcError, match="not a setting of any engine"):
+        F.fit("llama-3.1-8b", 8192, 1, gpus=["h100-sxm"], engines=["vllm"], settings={"nope": 1})

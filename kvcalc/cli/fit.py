@@ -7,11 +7,12 @@ from typing import List, Optional
 import typer
 
 from ..errors import KvcalcError
-from .app import command, console, hf_option, json_option, model_arg, print_json
+from .app import command, console, hf_option, json_option, model_arg, print_json, with_engine_options
 from .files import one_model
 
 
 @command("fit")
+@with_engine_options("capacity")
 def fit_cmd(
     model: Optional[str] = model_arg(),
     hf: Optional[str] = hf_option(),
@@ -32,16 +33,21 @@ def fit_cmd(
                                                       "line: the workload's concurrency (as capacity counts it)."),
     shared_prefix_tokens: Optional[str] = typer.Option(None, "--shared-prefix-tokens", help="A prefix every request "
                                                        "shares, held once where the engine shares it."),
+    weights_gib: Optional[float] = typer.Option(None, "--weights-gib", help="Model weights in GiB, all ranks together "
+                                                "(default: the model config's), as capacity takes them."),
+    reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="Per-GPU reserve besides the weights "
+                                                "(default: each engine's), as capacity takes it."),
     show_all: bool = typer.Option(False, "--all", help="Every deployment found, not only the smallest of each GPU, "
                                   "engine and precision."),
     as_json: bool = json_option(),
+    engine_values: dict = None,
 ) -> None:
     """Every way to serve a model: for each GPU, engine and precision, the smallest deployment (GPUs, tp x pp x dp,
     expert parallelism) that holds the requests, exactly as the engine plans it, with why smaller ones fail; each
-    row re-runs as `kvcalc capacity`."""
+    row re-runs as `kvcalc capacity`. Engine options (capacity's) apply to the engines that take them."""
     from ..config import load_model
     from ..fit import best_per, fit, longest
-    from ..present.fit import fit_json, longest_json, render_fit, render_longest
+    from ..present.fit import fit_json, longest_json, render_fit, render_longest, rerun_flags
     from ..units import parse_tokens
 
     spec = load_model(one_model(model, hf))
@@ -51,6 +57,11 @@ def fit_cmd(
     if not gpu.strip() or not engine.strip():
         raise KvcalcError(f"{'--gpu' if not gpu.strip() else '--engine'}: give one or more names, comma-separated")
     gpu_list = None if gpu.strip().lower() == "all" else gpu
+    from .capacity import _gib
+
+    given = {k: v for k, v in engine_values.items() if v is not None}
+    sizes = {"weights_bytes": _gib(weights_gib, "--weights-gib"), "reserve_bytes": _gib(reserve_gib, "--reserve-gib")}
+    extra, flags = rerun_flags(engine, given, weights_gib, reserve_gib)
     if not 1 <= max_gpus <= 64:
         raise KvcalcError(f"--max-gpus: from 1 to 64, got {max_gpus}")
     if gpus is not None and (not 1 <= gpus <= 64 or gpus & (gpus - 1)):
@@ -64,11 +75,12 @@ def fit_cmd(
         if request_tokens_file is not None or shared_prefix_tokens is not None:
             raise KvcalcError("--request-tokens-file: a workload needs --context (the longest context of a fleet "
                               "takes requests at the full context)")
-        rows, refused = longest(spec, concurrency, gpus=gpu_list, count=gpus, engines=engine, precisions=precs)
+        rows, refused = longest(spec, concurrency, gpus=gpu_list, count=gpus, engines=engine, precisions=precs,
+                                settings=given, **sizes)
         if as_json:
-            print_json(longest_json(spec.name, concurrency, gpus, rows, refused))
+            print_json(longest_json(spec.name, concurrency, gpus, rows, refused, extra, flags))
         else:
-            render_longest(console(), spec.name, concurrency, gpus, rows, refused)
+            render_longest(console(), spec.name, concurrency, gpus, rows, refused, extra, flags)
         return
     from .capacity import _workload
 
@@ -79,12 +91,13 @@ def fit_cmd(
     if workload.get("shared_prefix_tokens", 0) > ctx:
         raise KvcalcError(f"--shared-prefix-tokens: {workload['shared_prefix_tokens']:,} tokens is longer than the "
                           f"context {ctx:,}")
-    extra = "".join(f" {flag} {value}" for flag, value in (("--request-tokens-file", request_tokens_file),
-                                                          ("--shared-prefix-tokens", shared_prefix_tokens))
-                    if value is not None)
+    extra += "".join(f" {flag} {value}" for flag, value in (("--request-tokens-file", request_tokens_file),
+                                                           ("--shared-prefix-tokens", shared_prefix_tokens))
+                     if value is not None)
     out = fit(spec, ctx, concurrency, gpus=gpu_list, engines=engine, precisions=precs, max_gpus=max_gpus,
-              count=gpus, **workload)
+              count=gpus, settings=given, **workload, **sizes)
     if as_json:
-        print_json(fit_json(out, extra))
+        print_json(fit_json(out, extra, flags))
     else:
-        render_fit(console(), out, out.deployments if show_all else best_per(out), extra)
+        render_fit(console(), out, out.deployments if show_all else best_per(out), extra, flags)
+

@@ -6,29 +6,61 @@ from ..units import format_bytes
 from .common import ctx_text, table
 
 WHY = {"weights": "weights and reserve leave no KV memory", "kv": "the KV pool holds too few requests",
-       "layout": "the engine refuses the layout", "engine": "the engine refuses it"}
+       "running": "the scheduler runs fewer at once", "layout": "the engine refuses the layout", "engine": "the engine refuses it"}
 
 
-def command(model: str, row, concurrency: int | None = None, extra: str = "") -> str:
+def command(model: str, row, concurrency: int | None = None, extra: str = "", engine_flags: dict | None = None) -> str:
     """The `kvcalc capacity` command line that re-runs a row of fit (a Deployment, or a Longest with the requests
-    each replica holds); ``extra``: the workload's flags, as fit was given them."""
+    each replica holds); ``extra``: the workload's (and weights' and reserve's) flags, as fit was given them;
+    ``engine_flags``: each engine's own options as fit was given them, by engine name."""
     lay = row.layout
     out = (f"kvcalc capacity {model} --gpu {row.gpu} --gpus {lay.gpus} --tp {lay.tp} --pp {lay.pp} --dp {lay.dp}"
            + (" --ep" if lay.ep else "") + f" --engine {row.engine} -p {row.precision}")
-    return out + (f" --concurrency {concurrency}" if concurrency is not None else f" -c {row.context}") + extra
+    return (out + (f" --concurrency {concurrency}" if concurrency is not None else f" -c {row.context}") + extra
+            + (engine_flags or {}).get(row.engine, ""))
 
 
-def fit_json(r, extra: str = "") -> dict:
+def rerun_flags(engines, settings: dict | None, weights_gib: float | None = None,
+                reserve_gib: float | None = None) -> tuple[str, dict]:
+    """The flags a row's `kvcalc capacity` command carries besides its own: the weights' and reserve's (GiB, as fit
+    was given them), and each engine's options as given, by engine name (``engines``: names, or one comma-separated
+    string)."""
+    import shlex
+
+    from ..engines import engine_names, engine_options
+
+    names = [e.strip() for e in engines.split(",")] if isinstance(engines, str) else list(engines)
+    extra = "".join(f" {flag} {format(value, '.15g')}" for flag, value in (("--weights-gib", weights_gib),
+                                                                          ("--reserve-gib", reserve_gib))
+                    if value is not None)
+    given = {k: v for k, v in (settings or {}).items() if v is not None}
+    flags = {}
+    for name in names:
+        if name not in engine_names():
+            continue  # the search refuses it, naming it
+        parts = []
+        for opt in engine_options(name):
+            if opt.name in given:
+                v = given[opt.name]
+                parts.append(f" {opt.flag if v else opt.negative}" if opt.type is bool else
+                             f" {opt.flag} {shlex.quote(str(v))}")
+        flags[name] = "".join(parts)
+    return extra, flags
+
+
+def fit_json(r, extra: str = "", engine_flags: dict | None = None) -> dict:
     """fit's JSON: the result's, each deployment with its `kvcalc capacity` command."""
     out = r.to_json()
     for d, j in zip(r.deployments, out["deployments"]):
-        j["command"] = command(r.model, d, extra=extra)
+        j["command"] = command(r.model, d, extra=extra, engine_flags=engine_flags)
     return out
 
 
-def longest_json(model: str, concurrency: int, gpus: int, rows, refused=()) -> dict:
+def longest_json(model: str, concurrency: int, gpus: int, rows, refused=(), extra: str = "",
+                 engine_flags: dict | None = None) -> dict:
     return {"model": model, "concurrency": concurrency, "gpus": gpus,
-            "longest": [x.to_json() | {"command": command(model, x, x.per_replica)} for x in rows],
+            "longest": [x.to_json() | {"command": command(model, x, x.per_replica, extra, engine_flags)}
+                        for x in rows],
             "refused": [m.to_json() for m in refused] if not rows else []}
 
 
@@ -36,7 +68,7 @@ def _layout(lay) -> str:
     return f"{lay.tp}x{lay.pp}x{lay.dp}" + (" ep" if lay.ep else "")
 
 
-def render_fit(con, r, rows, extra: str = "") -> None:
+def render_fit(con, r, rows, extra: str = "", engine_flags: dict | None = None) -> None:
     asked = f"{r.concurrency:,} requests" if r.concurrency is not None else "the most requests"
     con.print(f"{r.model} at {ctx_text(r.context)}: {asked}; {r.searched:,} deployments planned in "
               f"{r.seconds:.2f} s")
@@ -46,12 +78,14 @@ def render_fit(con, r, rows, extra: str = "") -> None:
                       ("weights / GPU", "right")):
         t.add_column(col, justify=just)
     for d in rows:
-        t.add_row(d.gpu, str(d.layout.gpus), _layout(d.layout), d.engine, d.precision, f"{d.total_requests:,}",
+        held = f"{d.total_requests:,}" if d.served == d.total_requests else \
+            f"{d.served:,} ({d.total_requests:,} held)"
+        t.add_row(d.gpu, str(d.layout.gpus), _layout(d.layout), d.engine, d.precision, held,
                   "-" if d.spare is None else f"{d.spare:,}", format_bytes(d.kv_pool_bytes_per_gpu),
                   "-" if d.weights_bytes_per_gpu is None else format_bytes(d.weights_bytes_per_gpu))
     con.table(t)
     if rows:
-        con.print(f"Re-run a row: {command(r.model, rows[0], extra=extra)}")
+        con.print(f"Re-run a row: {command(r.model, rows[0], extra=extra, engine_flags=engine_flags)}")
     if r.misses and (r.concurrency is not None or not rows):
         served = {(d.gpu, d.engine, d.precision) for d in rows}
         lines = {}
@@ -77,7 +111,8 @@ def render_fit(con, r, rows, extra: str = "") -> None:
               "budget and defaults, the model's weights split by the layout); fleets of 1, 2, 4, 8 ... GPUs.")
 
 
-def render_longest(con, model: str, concurrency: int, gpus: int, rows, refused=()) -> None:
+def render_longest(con, model: str, concurrency: int, gpus: int, rows, refused=(), extra: str = "",
+                   engine_flags: dict | None = None) -> None:
     con.print(f"{model}: the longest context at which {concurrency:,} requests fit on {gpus} GPU(s) (split evenly "
               "over the data-parallel replicas)")
     t = table()
@@ -88,7 +123,8 @@ def render_longest(con, model: str, concurrency: int, gpus: int, rows, refused=(
         t.add_row(x.gpu, _layout(x.layout), x.engine, x.precision, ctx_text(x.context))
     con.table(t)
     if rows:
-        con.print(f"Re-run a row: {command(model, rows[0], rows[0].per_replica)} (the requests of one replica)")
+        con.print(f"Re-run a row: {command(model, rows[0], rows[0].per_replica, extra, engine_flags)} (the requests "
+                  "of one replica)")
     else:
         why = "; ".join(dict.fromkeys(f"{WHY[m.why]}: {m.detail[:160]}" for m in refused))
         con.print(f"No layout of these GPUs holds them at any context{': ' + why[:600] if why else ''}.")
