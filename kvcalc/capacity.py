@@ -17,7 +17,7 @@ independent replicas. Expert parallelism shards the routed experts over tp x dp 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .config import ModelSpec, as_model
 from .engines import DEFAULT_ENGINE, get_engine
@@ -64,6 +64,7 @@ class Capacity:
     pool_given: bool  # the pool was given directly (kv_memory)
     fit: Fit  # how the engine counts requests in that pool
     notes: tuple[str, ...] = field(default=())
+    tiers: tuple = field(default=())  # the engine's tiers below the GPU pool (engines.base.HostTier)
 
     @property
     def num_blocks(self) -> int:
@@ -177,8 +178,10 @@ def capacity(
         args.integer(shared_prefix_tokens, "shared_prefix_tokens", 0, 1 << 40)
         fit = apply(eng, plans, pool, settings, parallel, fit, lengths, shared_prefix_tokens, context)
     fullest = max(plans, key=lambda p: p.unit_bytes)  # the stage whose unit is widest (every stage's, alike)
-    return Capacity(spec, fullest, parallel, dev, budget, w_gpu, w_total, w_source, reserve, pool,
-                    kv_memory is not None, fit, tuple(notes) + fullest.notes + fit.notes)
+    cap = Capacity(spec, fullest, parallel, dev, budget, w_gpu, w_total, w_source, reserve, pool,
+                   kv_memory is not None, fit, tuple(notes) + fullest.notes + fit.notes)
+    tiers = eng.host_tiers(cap)
+    return replace(cap, tiers=tuple(tiers)) if tiers else cap
 
 
 def _lengths(request_tokens, context: int) -> list[int]:

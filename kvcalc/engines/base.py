@@ -96,6 +96,38 @@ class Fit:
         return out
 
 
+@dataclass(frozen=True)
+class HostTier:
+    """A tier below the GPU's KV pool that an engine keeps a request's blocks in (vLLM's CPU offloading, LMCache's
+    local CPU and disk backends, SGLang's HiCache host pool, TensorRT-LLM's secondary pool): its capacity per rank in
+    tokens, bytes and its own units (chunks, pages, blocks), how many ranks of a replica hold one, the host memory
+    the deployment needs for it, and how many requests' prefixes of the plan's context it keeps beside the GPU's.
+
+    ``json`` is what the tier adds to capacity's JSON object at the top level (the engine's names: ``cpu_tokens``,
+    ``lmcache_tokens``, ``hicache_host_tokens`` ...); ``lines`` its sentences under the capacity text."""
+
+    name: str
+    tokens_per_rank: int
+    bytes_per_rank: int
+    unit: str  # 'chunk', 'page', 'block'
+    units_per_rank: int
+    unit_tokens: int
+    unit_bytes: int
+    ranks: int
+    host_bytes: int  # host memory (or disk, for a disk tier) the whole replica's tier takes
+    requests: int  # requests whose context's tokens the tier holds at once, per replica
+    medium: str = "host memory"  # or 'disk'
+    lines: tuple[str, ...] = ()
+    json: dict = field(default_factory=dict)
+    source: str = ""
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "medium": self.medium, "tokens_per_rank": self.tokens_per_rank,
+                "bytes_per_rank": self.bytes_per_rank, "unit": self.unit, "units_per_rank": self.units_per_rank,
+                "unit_tokens": self.unit_tokens, "unit_bytes": self.unit_bytes, "ranks": self.ranks,
+                "host_bytes": self.host_bytes, "requests": self.requests, "source": self.source}
+
+
 class Capability(str, enum.Enum):
     """What an engine offers besides planning and counting (``Engine.capabilities``)."""
 
@@ -372,6 +404,12 @@ class Engine(ABC):
     def summary_line(self, cap) -> str:
         """One line on how this engine counted (the engines side-by-side table's reason)."""
         return ""
+
+    def host_tiers(self, cap) -> tuple:
+        """The tiers below the GPU pool the engine's settings turn on (:class:`HostTier`), for a capacity answer
+        ``cap`` (its plan, fit and parallel layout); none by default. A tier the host cannot hold is refused in the
+        engine's own words."""
+        return ()
 
     default_reserve_bytes: ClassVar[int] = 4 * GIB
     reserve_note: ClassVar[str] = "activations, CUDA graphs"

@@ -50,6 +50,8 @@ def capacity_json(c) -> dict:
         "engine_log_line": c.log_line,
         "pages": p.pages_json(),
         **c.fit.to_json(),
+        "host_tiers": [t.to_json() for t in c.tiers],
+        **{k: v for t in c.tiers for k, v in t.json.items()},
         "notes": [with_names(n, FLAGS) for n in c.notes],
         "units": "bytes",
     }
@@ -117,6 +119,9 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
     at = f" (max_model_len {ctx_text(p.context, unit=False)})" if w else f" at {ctx_text(p.context)}"
     con.print(f"Fits: {c.requests_per_replica:,} whole request(s){' ' + what if what else ''} per replica x "
               f"{par.dp} replica(s) = {c.total_requests:,}{at}.")
+    for t in c.tiers:
+        for line in t.lines:
+            con.print(with_names(line, FLAGS))
     for n in c.notes:
         con.print(f"Note: {with_names(n, FLAGS)}.")
 

@@ -175,6 +175,13 @@ def _capacity_defs() -> dict:
         "max_concurrency": {"type": "number", "minimum": 0},
         "requests_per_replica": COUNT, "total_requests": COUNT, "cache_tokens": COUNT,
         "engine_log_line": null(STR), "pages": arr(ref("group"), 1), "notes": arr(STR), "units": {"const": "bytes"},
+        "host_tiers": arr(obj({"name": STR, "medium": {"enum": ["host memory", "disk"]}, "tokens_per_rank": COUNT,
+                               "bytes_per_rank": COUNT, "unit": STR, "units_per_rank": COUNT, "unit_tokens": POS,
+                               "unit_bytes": POS, "ranks": POS, "host_bytes": COUNT, "requests": COUNT,
+                               "source": STR},
+                              description="a tier below the GPU pool the engine's settings turn on (each also adds "
+                                          "its own top-level keys: cpu_tokens, lmcache_tokens, hicache_host_tokens, "
+                                          "secondary_blocks ...)")),
         "concurrency_asked": POS, "max_context_tokens": POS,
         "workload": obj({"request_tokens": null(POS), "request_lengths": POS, "mean_request_tokens": NUM,
                          "shared_prefix_tokens": COUNT, "unit": {"enum": ["blocks", "tokens", "bytes"]},
