@@ -115,13 +115,8 @@ def fit(model, context: int, concurrency: int | None = None, *, gpus=None, engin
                count=count, settings=settings, weights_bytes=weights_bytes, reserve_bytes=reserve_bytes,
                request_tokens=request_tokens, shared_prefix_tokens=shared_prefix_tokens)
     extra, flags = rerun_flags(engines, settings, *(None if b is None else b / GIB
-                                                   for b in (weights_bytes, reserve_bytes)))
-    if isinstance(request_tokens, int):
-        extra += f" --request-tokens {request_tokens}"
-    elif request_tokens is not None:  # a distribution: capacity reads it from a file, one length a line
-        extra += " --request-tokens-file LENGTHS_FILE"
-    if shared_prefix_tokens:
-        extra += f" --shared-prefix-tokens {shared_prefix_tokens}"
+                                                   for b in (weights_bytes, reserve_bytes)),
+                               request_tokens=request_tokens, shared_prefix_tokens=shared_prefix_tokens)
     return Result(out, lambda con: render_fit(con, out, best_per(out), extra, flags),
                   lambda: fit_json(out, extra, flags))
 

@@ -51,23 +51,13 @@ def fit_cmd(
     from ..units import parse_tokens
 
     spec = load_model(one_model(model, hf))
-    precs = [p for v in precision for p in v.split(",") if p.strip()] if precision else None
-    if precision is not None and not precs:
-        raise KvcalcError("--precision: give precision names (or leave it out for every one the model declares)")
-    if not gpu.strip() or not engine.strip():
-        raise KvcalcError(f"{'--gpu' if not gpu.strip() else '--engine'}: give one or more names, comma-separated")
-    gpu_list = None if gpu.strip().lower() == "all" else gpu
+    precs, gpu_list = _flags(precision, gpu, engine, max_gpus, gpus, concurrency)
     from .capacity import _gib
 
     given = {k: v for k, v in engine_values.items() if v is not None}
     sizes = {"weights_bytes": _gib(weights_gib, "--weights-gib"), "reserve_bytes": _gib(reserve_gib, "--reserve-gib")}
-    extra, flags = rerun_flags(engine, given, weights_gib, reserve_gib)
-    if not 1 <= max_gpus <= 64:
-        raise KvcalcError(f"--max-gpus: from 1 to 64, got {max_gpus}")
-    if gpus is not None and (not 1 <= gpus <= 64 or gpus & (gpus - 1)):
-        raise KvcalcError(f"--gpus: a power of two from 1 to 64 (fleets of 1, 2, 4, 8 ... GPUs), got {gpus}")
-    if concurrency is not None and not 1 <= concurrency <= 1 << 30:
-        raise KvcalcError(f"--concurrency: from 1 to 2^30 requests, got {concurrency}")
+    extra, flags = rerun_flags(engine, given, weights_gib, reserve_gib, request_tokens_file=request_tokens_file,
+                               shared_prefix_tokens=shared_prefix_tokens)
     if context is None:
         if concurrency is None or gpus is None or gpu_list is None:
             raise KvcalcError("--context: give the context (tokens a request holds), or for the longest context a "
@@ -91,9 +81,6 @@ def fit_cmd(
     if workload.get("shared_prefix_tokens", 0) > ctx:
         raise KvcalcError(f"--shared-prefix-tokens: {workload['shared_prefix_tokens']:,} tokens is longer than the "
                           f"context {ctx:,}")
-    extra += "".join(f" {flag} {value}" for flag, value in (("--request-tokens-file", request_tokens_file),
-                                                           ("--shared-prefix-tokens", shared_prefix_tokens))
-                     if value is not None)
     out = fit(spec, ctx, concurrency, gpus=gpu_list, engines=engine, precisions=precs, max_gpus=max_gpus,
               count=gpus, settings=given, **workload, **sizes)
     if as_json:
@@ -101,3 +88,19 @@ def fit_cmd(
     else:
         render_fit(console(), out, out.deployments if show_all else best_per(out), extra, flags)
 
+
+
+def _flags(precision, gpu: str, engine: str, max_gpus: int, gpus, concurrency):
+    """The search's flags checked: the precisions asked (None: every one) and the GPUs (None: every one)."""
+    precs = [p for v in precision for p in v.split(",") if p.strip()] if precision else None
+    if precision is not None and not precs:
+        raise KvcalcError("--precision: give precision names (or leave it out for every one the model declares)")
+    if not gpu.strip() or not engine.strip():
+        raise KvcalcError(f"{'--gpu' if not gpu.strip() else '--engine'}: give one or more names, comma-separated")
+    if not 1 <= max_gpus <= 64:
+        raise KvcalcError(f"--max-gpus: from 1 to 64, got {max_gpus}")
+    if gpus is not None and (not 1 <= gpus <= 64 or gpus & (gpus - 1)):
+        raise KvcalcError(f"--gpus: a power of two from 1 to 64 (fleets of 1, 2, 4, 8 ... GPUs), got {gpus}")
+    if concurrency is not None and not 1 <= concurrency <= 1 << 30:
+        raise KvcalcError(f"--concurrency: from 1 to 2^30 requests, got {concurrency}")
+    return precs, None if gpu.strip().lower() == "all" else gpu

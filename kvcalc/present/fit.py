@@ -20,11 +20,12 @@ def command(model: str, row, concurrency: int | None = None, extra: str = "", en
             + (engine_flags or {}).get(row.engine, ""))
 
 
-def rerun_flags(engines, settings: dict | None, weights_gib: float | None = None,
-                reserve_gib: float | None = None) -> tuple[str, dict]:
+def rerun_flags(engines, settings: dict | None, weights_gib: float | None = None, reserve_gib: float | None = None,
+                request_tokens=None, request_tokens_file: str | None = None, shared_prefix_tokens=None
+                ) -> tuple[str, dict]:
     """The flags a row's `kvcalc capacity` command carries besides its own: the weights' and reserve's (GiB, as fit
-    was given them), and each engine's options as given, by engine name (``engines``: names, or one comma-separated
-    string)."""
+    was given them), the workload's (one length; a distribution, by its file where fit read one), and each engine's
+    options as given, by engine name (``engines``: names, or one comma-separated string)."""
     import shlex
 
     from ..engines import engine_names, engine_options
@@ -33,6 +34,12 @@ def rerun_flags(engines, settings: dict | None, weights_gib: float | None = None
     extra = "".join(f" {flag} {format(value, '.15g')}" for flag, value in (("--weights-gib", weights_gib),
                                                                           ("--reserve-gib", reserve_gib))
                     if value is not None)
+    if isinstance(request_tokens, (int, str)):
+        extra += f" --request-tokens {request_tokens}"
+    elif request_tokens is not None or request_tokens_file is not None:  # a distribution: capacity reads a file
+        extra += f" --request-tokens-file {request_tokens_file or 'LENGTHS_FILE'}"
+    if shared_prefix_tokens:
+        extra += f" --shared-prefix-tokens {shared_prefix_tokens}"
     given = {k: v for k, v in (settings or {}).items() if v is not None}
     flags = {}
     for name in names:
