@@ -192,7 +192,7 @@ def _weights(fields: _Fields, mt: str, file: str) -> dict:
     """The checkpoint's weights, derived from the config (and checked against model.safetensors.index.json beside a
     local config); where a family's tensors are not derived, none, and the reason in the config's notes."""
     from ...errors import KvcalcError
-    from .weights import read_index, weights_config
+    from .weights import NOT_DERIVED, read_index, weights_config
 
     index = read_index(file) if file.endswith(".json") else None
     try:
@@ -207,7 +207,8 @@ def _weights(fields: _Fields, mt: str, file: str) -> dict:
                                           "not known)"}}
         text = str(e).removeprefix("weights: ").removeprefix(f"{file}: ")
         if "kvcalc does not derive this family" in text:
-            text = f"{mt}'s checkpoint tensors are not derived from config.json yet"
+            why = NOT_DERIVED.get(mt)
+            text = f"{mt}'s checkpoint tensors are not derived from config.json yet" + (f": {why}" if why else "")
         return {"notes": f"no weights: {text}"}
 
 

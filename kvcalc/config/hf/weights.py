@@ -9,7 +9,10 @@ qkv, MLA's low-rank projections and norms, gpt-oss's sinks), the MLP (gate / up 
 routed experts, shared experts, the router and its bias), and the norms (two, Gemma 2 / 3 four). A quantized
 checkpoint stores what its ``quantization_config`` says: DeepSeek's fp8 (e4m3, every Linear but the router,
 ``eh_proj`` and the heads, with an fp32 ``weight_scale_inv`` of ``ceil(out/128) x ceil(in/128)``), gpt-oss's mxfp4
-experts (uint8 blocks of 16 bytes and one scale byte per 32 values, the expert biases in bf16). MTP layers stored in
+experts (uint8 blocks of 16 bytes and one scale byte per 32 values, the expert biases in bf16), MiniMax-M2's fp8
+(128 x 128 blocks on the attention and expert Linears; the router ``gate`` and its ``e_score_correction_bias`` in fp32,
+as its quantization_config's modules_to_not_convert keeps them). Qwen3-VL's checkpoint adds its vision tower
+(``model.visual.*``, transformers ``models/qwen3_vl/modeling_qwen3_vl.py`` Qwen3VLVisionModel). MTP layers stored in
 the checkpoint (DeepSeek's ``model.layers.{L}``: a whole decoder layer plus ``embed_tokens``, ``enorm``, ``hnorm``,
 ``eh_proj``, ``shared_head``) count in the checkpoint's total; the weights an engine loads leave them out (vLLM loads
 them only for speculative decoding), and the config says both.
@@ -49,7 +52,33 @@ _DEFAULTS = {
     "deepseek_v3": {"tie_word_embeddings": False, "attention_bias": False, "first_k_dense_replace": 3,
                     "moe_layer_freq": 1, "topk_method": "noaux_tc", "num_nextn_predict_layers": 0},
 }
+_DEFAULTS["minimax_m2"] = {"tie_word_embeddings": False, "attention_bias": False, "use_qk_norm": True,
+                           "use_routing_bias": True, "shared_intermediate_size": 0}
 _DEFAULTS["gemma3"] = _DEFAULTS["gemma3_text"]
+#: families whose text stack is another family's layers (their own defaults are that family's)
+_TEXT_AS = {"qwen3_vl": "qwen3", "qwen3_vl_text": "qwen3", "qwen3_vl_moe": "qwen3_moe",
+            "qwen3_vl_moe_text": "qwen3_moe"}
+for _mt, _as in _TEXT_AS.items():
+    _DEFAULTS[_mt] = _DEFAULTS[_as]
+#: families kvcalc imports but does not derive the weights of: what is missing (one line each)
+NOT_DERIVED = {
+    "qwen3_next": "no published total_size to hold its gated-DeltaNet and MTP (mtp.*) tensors to",
+    "qwen3_5": "no published total_size to hold its DeltaNet, MTP (mtp.*) and vision tensors to",
+    "llama4": "no published total_size to hold its MoE interleave and vision tower to",
+    "deepseek_v32": "its indexer's tensors (and ue8m0 fp8 scales) are not checked against a published total_size",
+    "glm_moe_dsa": "its indexer's and nextn layers' tensors are not checked against a published total_size",
+    "deepseek_v4": "its compressor and indexer tensors are not checked against a published total_size",
+    "minimax": "no published total_size to hold its lightning-attention tensors to",
+    "mimo": "no published total_size to hold its MTP layers (model.mtp_layers.*) to",
+    "mimo_v2_flash": "no published total_size to hold its fp8 tensors, sinks and MTP layers to",
+    "nemotron_h": "no published total_size to hold its Mamba-2, MLP / MoE and MTP tensors to",
+    "jamba": "no published total_size to hold its Mamba and MoE tensors to",
+    "falcon_h1": "no published total_size to hold its Mamba-2 tensors to",
+    "kimi_linear": "no published total_size to hold its KDA and MLA tensors to",
+}
+for _a, _b in (("qwen3_5_text", "qwen3_5"), ("qwen3_5_moe", "qwen3_5"), ("qwen3_5_moe_text", "qwen3_5"),
+               ("llama4_text", "llama4"), ("minimax_m1", "minimax")):
+    NOT_DERIVED[_a] = NOT_DERIVED[_b]
 _DEFAULTS["kimi_k2"] = _DEFAULTS["deepseek_v3"]
 FAMILIES = sorted(_DEFAULTS)
 
@@ -89,6 +118,8 @@ class _W:
     def get(self, key: str, default=None):
         if key in self.f.cfg and self.f.cfg[key] is not None:
             return self.f.cfg[key]
+        if key == "tie_word_embeddings" and self.f.inner is not None and self.f.top.get(key) is not None:
+            return self.f.top[key]  # the model around text_config ties (or not) its own lm_head
         if key in self.defaults:
             return self.defaults[key]
         return default
@@ -137,27 +168,36 @@ def _quant(fields: _Fields, mt: str) -> str | None:
         return "fp8_block128"
     if method == "mxfp4" and mt == "gpt_oss":
         return "mxfp4"
+    if method == "fp8" and mt == "minimax_m2" and q.get("weight_block_size") == [128, 128] \
+            and q.get("fmt", "float8_e4m3fn") == "float8_e4m3fn" and q.get("scale_fmt") is None:
+        return "fp8_block128"
     what = repr(method) if method is not None else ("without a quant_method" if isinstance(q, dict) else
                                                        f"of type {type(q).__name__}")
-    raise _fail(f"weights: {fields.file}: quantization_config {what} of {mt}: kvcalc derives DeepSeek's fp8 "
-                "(128 x 128 blocks) and gpt-oss's mxfp4 checkpoints; give the weights (the index's total_size)"[:240])
+    raise _fail(f"weights: {fields.file}: quantization_config {what} of {mt}: kvcalc derives DeepSeek's and "
+                "MiniMax-M2's fp8 (128 x 128 blocks) and gpt-oss's mxfp4 checkpoints; give the weights (the index's "
+                "total_size)"[:240])
 
 
 def tally(fields: _Fields, mt: str) -> Tally:
     """Every tensor of the checkpoint, by dtype and part."""
     if mt not in _DEFAULTS:
+        why = f": {NOT_DERIVED[mt]}" if mt in NOT_DERIVED else ""
         raise _fail(f"weights: {fields.file}: model_type {mt!r}: kvcalc does not derive this family's checkpoint "
-                    f"tensors yet (it does: {', '.join(FAMILIES)}); give the weights (the index's total_size)")
+                    f"tensors yet{why} (it does: {', '.join(FAMILIES)}); give the weights (the index's total_size)")
+    quant = _quant(fields, mt)
+    mt = _TEXT_AS.get(mt, mt)
     w = _W(fields, mt)
     dt = _dtype(fields)
-    quant = _quant(fields, mt)
     t = Tally()
     top = fields.top.get("model_type")
     if fields.inner is not None or fields.top.get("vision_config") is not None:
-        if top != "gemma3":  # a checkpoint with a vision tower (or a text_config nested in another model)
+        if top == "gemma3":
+            _siglip(fields, t, dt)
+        elif top in ("qwen3_vl", "qwen3_vl_moe"):
+            _qwen3_vl_vision(fields, t, dt)
+        else:  # a checkpoint with a vision tower (or a text_config nested in another model)
             raise _fail(f"weights: {fields.file}: model_type {str(top)[:40]!r}: the checkpoint's other towers "
                         "(vision_config, or the model around text_config) are not derived")
-        _siglip(fields, t, dt)
     H, V, L = w.int("hidden_size"), w.int("vocab_size"), w.int("num_hidden_layers", 1, MAX_LAYERS)
     t.add(V * H, dt)  # embed_tokens
     t.add(H, dt)  # the final norm
@@ -165,6 +205,9 @@ def tally(fields: _Fields, mt: str) -> Tally:
         t.add(V * H, dt)  # lm_head
     if mt in ("deepseek_v2", "deepseek_v3", "kimi_k2"):
         _mla_stack(w, t, dt, quant, H, V, L)
+    elif mt == "minimax_m2":
+        for _ in range(L):
+            _minimax_m2_layer(w, t, dt, quant, H)
     else:
         for i in range(L):
             _gqa_layer(w, t, dt, quant, H, i)
@@ -313,6 +356,79 @@ def _mla_stack(w: _W, t: Tally, dt: str, quant, H: int, V: int, L: int) -> None:
                 _linear(t, out, inp, dt, fp8, part)
 
 
+def _minimax_m2_layer(w: _W, t: Tally, dt: str, quant, H: int) -> None:
+    """One MiniMax-M2 decoder layer (transformers ``models/minimax_m2/modeling_minimax_m2.py``: MiniMaxM2Attention,
+    MiniMaxM2SparseMoeBlock; hub names ``block_sparse_moe.experts.{e}.w1 / w2 / w3``): q / k / v / o, the q and k
+    norms over all heads (``qk_norm_type`` per_layer), the router ``gate`` and ``e_score_correction_bias`` (fp32 in
+    the fp8 checkpoint), the routed experts, two norms. Its MTP modules (``num_mtp_modules``) are not in the
+    published checkpoint: its fp8 scales are those of the 62 layers alone (62 x (4 + 256 x 3) = 47,864)."""
+    if quant != "fp8_block128":
+        raise _fail(f"weights: {w.f.file}: minimax_m2 without its fp8 quantization_config: only the fp8 checkpoint's "
+                    "tensors (MiniMaxAI/MiniMax-M2) are published; give the weights (the index's total_size)")
+    if w.get("shared_intermediate_size") or not w.flag("use_qk_norm") or not w.flag("use_routing_bias"):
+        raise _fail(f"weights: {w.f.file}: minimax_m2 with a shared expert, or without use_qk_norm / "
+                    "use_routing_bias: not the published checkpoint's layout; give the weights (the index's "
+                    "total_size)")
+    if w.get("qk_norm_type", "per_layer") != "per_layer":
+        raise _fail(f"weights: {w.f.where('qk_norm_type')}: {str(w.get('qk_norm_type'))[:40]!r}: kvcalc derives "
+                    "per_layer q / k norms only")
+    nh, nkv, hd = w.int("num_attention_heads"), w.int("num_key_value_heads"), w.int("head_dim")
+    E, inter = w.int("num_local_experts", 1, MAX_EXPERTS), w.int("intermediate_size")
+    for out, inp in ((nh * hd, H), (nkv * hd, H), (nkv * hd, H), (H, nh * hd)):
+        _linear(t, out, inp, dt, True)
+    t.add(nh * hd, dt)  # q_norm
+    t.add(nkv * hd, dt)  # k_norm
+    t.add(E * H, "fp32")  # block_sparse_moe.gate.weight
+    t.add(E, "fp32")  # block_sparse_moe.e_score_correction_bias
+    for out, inp in ((inter, H), (H, inter), (inter, H)):  # w1, w2, w3 of each expert
+        _linear(t, out, inp, dt, True, "experts", E)
+    t.add(H, dt)  # input_layernorm
+    t.add(H, dt)  # post_attention_layernorm
+
+
+def _qwen3_vl_vision(fields: _Fields, t: Tally, dt: str) -> None:
+    """Qwen3-VL's vision tower (transformers ``models/qwen3_vl/modeling_qwen3_vl.py``: Qwen3VLVisionModel, hub names
+    ``model.visual.*``) as vision_config states it: the Conv3d patch embedding (with bias), the learned position
+    embedding, ``depth`` blocks (LayerNorms with bias, fused qkv and proj with biases, fc1 / fc2 with biases), the
+    merger and one deepstack merger per ``deepstack_visual_indexes`` entry (LayerNorm over D, or over D x merge^2 in
+    the deepstack ones, then two Linears with biases to ``out_hidden_size``)."""
+    vc = fields.top.get("vision_config")
+    if not isinstance(vc, dict):
+        raise _fail(f"weights: {fields.file}: vision_config: missing; Qwen3-VL's checkpoint stores its vision tower")
+    need = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "in_channels": 3, "patch_size": 16,
+            "temporal_patch_size": 2, "spatial_merge_size": 2, "num_position_embeddings": 2304,
+            "out_hidden_size": 3584}  # Qwen3VLVisionConfig defaults (transformers 5.x)
+    v = {}
+    for k, default in need.items():
+        x = vc.get(k, default)
+        if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= (MAX_LAYERS if k == "depth" else 1 << 24):
+            raise _fail(f"weights: {fields.file}: vision_config.{k}: expected a whole number, got {str(x)[:40]}; the "
+                        "vision tower's tensors are sized by it")
+        v[k] = x
+    deep = vc.get("deepstack_visual_indexes", [8, 16, 24])
+    if not isinstance(deep, list) or len(deep) > MAX_LAYERS or any(
+            isinstance(i, bool) or not isinstance(i, int) for i in deep):
+        raise _fail(f"weights: {fields.file}: vision_config.deepstack_visual_indexes: expected a list of block "
+                    f"indices, got {str(deep)[:60]}")
+    D, Iv, out, m = v["hidden_size"], v["intermediate_size"], v["out_hidden_size"], v["spatial_merge_size"]
+    t.add(D * v["in_channels"] * v["temporal_patch_size"] * v["patch_size"] ** 2, dt)  # patch_embed.proj.weight
+    t.add(D, dt)  # patch_embed.proj.bias
+    t.add(v["num_position_embeddings"] * D, dt)  # pos_embed.weight
+    for _ in range(v["depth"]):
+        for n in (D, D, D, D):  # norm1 / norm2 weight and bias
+            t.add(n, dt)
+        for rows, cols in ((3 * D, D), (D, D), (Iv, D), (D, Iv)):  # attn.qkv, attn.proj, mlp.linear_fc1 / fc2
+            t.add(rows * cols, dt)
+            t.add(rows, dt)
+    Dm = D * m * m
+    for norm in [D] + [Dm] * len(deep):  # merger, then deepstack_merger_list
+        t.add(norm, dt)  # norm.weight
+        t.add(norm, dt)  # norm.bias
+        for rows, cols in ((Dm, Dm), (out, Dm)):  # linear_fc1, linear_fc2
+            t.add(rows * cols, dt)
+            t.add(rows, dt)
+
+
 def _siglip(fields: _Fields, t: Tally, dt: str) -> None:
     """Gemma 3's vision tower (SigLIP, no head) and its multimodal projector, as vision_config states them."""
     vc = fields.top.get("vision_config")
@@ -361,7 +477,10 @@ _ROUTING = {"mixtral": ("num_local_experts", "num_experts_per_tok"), "gpt_oss": 
             "qwen2_moe": ("num_experts", "num_experts_per_tok"), "qwen3_moe": ("num_experts", "num_experts_per_tok"),
             "deepseek_v2": ("n_routed_experts", "num_experts_per_tok"),
             "deepseek_v3": ("n_routed_experts", "num_experts_per_tok"), "kimi_k2": ("n_routed_experts",
-                                                                                   "num_experts_per_tok")}
+                                                                                   "num_experts_per_tok"),
+            "minimax_m2": ("num_local_experts", "num_experts_per_tok"),
+            "qwen3_vl_moe": ("num_experts", "num_experts_per_tok"),
+            "qwen3_vl_moe_text": ("num_experts", "num_experts_per_tok")}
 
 
 def weights_config(fields: _Fields, mt: str, index_total: int | None = None, index_file: str = "") -> dict:

@@ -44,6 +44,10 @@ PUBLISHED = {
     # deepseek-ai/DeepSeek-R1 (the V3 architecture) header inventory: 91,991 tensors, 684,531,386,000 elements
     # (bf16 3,918,786,560 + fp8 680,571,043,840 + fp32 41,555,600): 688,574,839,360 B, the MTP layer included
     "deepseek-v3": (688_574_839_360, 91_991),
+    # Qwen/Qwen3-VL-8B-Instruct model.safetensors.index.json total_size 17,534,247,392 (a report that read the official
+    # index through hf-mirror, stored-index file id 70717024019; a test fixture built from that repo's index, id
+    # 56940673981): the vision tower (model.visual.*) included
+    "qwen3-vl-8b-instruct": (17_534_247_392, None),
 }
 
 
@@ -86,6 +90,14 @@ WRITTEN = {
 }
 
 
+#: MiniMaxAI/MiniMax-M2: hf-mem (github.com/alvarobartt/hf-mem README, stored-index file id 51835574452) sums the
+#: Hub checkpoint's safetensors headers (prod(shape) x dtype bytes per tensor, src/hf_mem/safetensors/metadata.py):
+#: memory=230121630720. Its fp8 checkpoint: e4m3 attention and expert Linears with fp32 128 x 128 block scales, the
+#: router and its e_score_correction_bias in fp32 (a header dump of it: "Router (gate): float32", 47,864 scales =
+#: 62 layers x (4 + 256 x 3)); no MTP module is stored. MiniMax-M2.5's config.json (the fixture) has M2's geometry.
+WRITTEN["MiniMax-M2 (fp8)"] = (_fixture("minimax-m2.5"), 230_121_630_720, None)
+
+
 @pytest.mark.parametrize("name", sorted(WRITTEN))
 def test_published_totals_of_written_configs(name):
     cfg, total, count = WRITTEN[name]
@@ -101,6 +113,31 @@ def test_llama_3_1_8b_by_hand():
     per_layer = 2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096 + 2 * 4096
     assert per_layer == 218_112_000
     assert 2 * (32 * per_layer + 2 * 128256 * 4096 + 4096) == checkpoint_bytes(_fixture("llama-3.1-8b"))
+
+
+def test_qwen3_vl_moe_by_hand_from_published_totals():
+    # No published total of Qwen3-VL-30B-A3B was found; its parts are published. Its text stack is Qwen3-30B-A3B's
+    # (48 layers, hidden 2048, 32 / 4 heads of 128, 128 experts of 768, vocab 151,936, untied): 61,064,245,248 B
+    # (Qwen/Qwen3-30B-A3B index). Its vision tower is Qwen3-VL-8B's (27 blocks of 1152, fc 4304, 3 deepstack
+    # mergers) but for out_hidden_size 2048, not 4096: Qwen3-VL-8B's index 17,534,247,392 B less Qwen3-8B's
+    # 16,381,470,720 B (the same text stack: 36 layers, hidden 4096, 32 / 8 heads, 12288, untied) is that tower;
+    # each of the 4 mergers' linear_fc2 (weight [out, 4608], bias [out]) is then 2048 x 4609 values smaller.
+    vision_8b = 17_534_247_392 - 16_381_470_720
+    assert vision_8b == 1_152_776_672
+    expected = 61_064_245_248 + vision_8b - 4 * 2048 * (4608 + 1) * 2
+    assert checkpoint_bytes(_fixture("qwen3-vl-30b-a3b-instruct")) == expected == 62_141_508_064
+    cfg = import_config(_fixture("qwen3-vl-30b-a3b-instruct"), "q.json")
+    assert cfg["weights"]["routing"] == {"experts": 128, "per_token": 8}
+
+
+def test_minimax_m2_other_than_its_fp8_checkpoint_is_refused():
+    bf16 = {k: v for k, v in _fixture("minimax-m2.5").items() if k != "quantization_config"}
+    cfg = import_config(bf16, "m.json")
+    assert "weights" not in cfg and "only the fp8 checkpoint's tensors" in cfg["notes"]
+    ue8m0 = _fixture("minimax-m2.5")
+    ue8m0["quantization_config"] = dict(ue8m0["quantization_config"], scale_fmt="ue8m0")
+    with pytest.raises(KvcalcError, match="quantization_config 'fp8' of minimax_m2"):
+        checkpoint_bytes(ue8m0)
 
 
 def test_the_yaml_carries_them_and_capacity_uses_them(tmp_path, cli):
@@ -138,6 +175,7 @@ def test_an_index_beside_the_config_is_the_figure(tmp_path, cli):
 def test_what_is_not_derived_says_so():
     cfg = import_config(_fixture("qwen3-next-80b-a3b"), "q.json")
     assert "weights" not in cfg and cfg["notes"].startswith("no weights: qwen3_next's checkpoint tensors")
+    assert "MTP (mtp.*)" in cfg["notes"]  # what is missing is named
     # a quantization kvcalc does not derive: no weights, the reason kept
     awq = dict(_fixture("qwen3-8b"), quantization_config={"quant_method": "awq", "bits": 4})
     cfg = import_config(awq, "awq.json")
@@ -167,6 +205,15 @@ def test_hostile_weight_fields_never_crash_or_hang(cli, tmp_path, fixture, field
         assert note.startswith("no weights:") and field in note, note
     else:
         assert r.code == 2 and r.err.count("\n") == 1
+
+
+@pytest.mark.parametrize("field, value", [("depth", "27"), ("out_hidden_size", -1), ("deepstack_visual_indexes", 8),
+                                          ("patch_size", 10 ** 9)])
+def test_a_qwen3_vl_vision_field_of_another_type(field, value):
+    cfg = _fixture("qwen3-vl-8b-instruct")
+    cfg["vision_config"] = dict(cfg["vision_config"], **{field: value})
+    out = import_config(cfg, "q.json")
+    assert "weights" not in out and field in out["notes"]
 
 
 def test_a_gemma3_vision_field_of_another_type():
