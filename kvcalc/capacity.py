@@ -170,6 +170,7 @@ def capacity(
                 f"{budget.requested_bytes / GIB:.2f} GiB per GPU, weights {w_gpu / GIB:.2f} GiB + reserve "
                 f"{reserve / GIB:.2f} GiB leave no KV cache memory (more GPUs, a larger tp, or a smaller reserve)",
                 "weights")
+        budget, pool = eng.kv_cache_memory(plans, budget, pool, settings)
     fit = eng.fit(plans, pool, settings, parallel)
     if request_tokens is not None or shared_prefix_tokens:
         from .workload import apply

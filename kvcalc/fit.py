@@ -134,7 +134,7 @@ def layouts(n: int, moe: bool) -> list[Layout]:
 
 #: engines fit searches: those whose capacity answer is the requests a deployment holds at once (llama.cpp's is its
 #: slot count, set by --parallel, not by memory)
-FIT_ENGINES = ("vllm", "sglang", "exact")
+FIT_ENGINES = ("vllm", "sglang", "trtllm", "exact")
 
 
 def _settings(settings, engs) -> dict:

@@ -130,7 +130,7 @@ def test_cli_json_contract(cli):
     (["deepseek-v3.2", "--gpu", "a100", "--tp", "8"], "no sparse MLA backend for DeepSeek DSA on sm80"),
     (["llama-3.1-8b", "--kv-memory", "1GiB", "--concurrency", "100000", "-c", "128k"], "--concurrency"),
     (["llama-3.1-8b", "--kv-memory", "10GiB", "--block-size", "24"], "--block-size: "),
-    (["llama-3.1-8b", "--kv-memory", "10GiB", "--engine", "trtllm"], "--engine: unknown engine"),
+    (["llama-3.1-8b", "--kv-memory", "10GiB", "--engine", "mlc-llm"], "--engine: unknown engine"),
 ])
 def test_cli_refusals_are_one_line_exit_2(cli, args, fragment):
     r = cli("capacity", *args)

@@ -351,6 +351,11 @@ BUDGET_ONLY = {
     "exact": {"gpu_memory_utilization": 0.5},
     # llama-server's slot file does not depend on where the layers or the cache sit
     "llama.cpp": {"n_gpu_layers": 0, "no_kv_offload": True},
+    # TensorRT-LLM: kvcalc models no transfer for it (each is refused), so every capacity setting is the budget's
+    "trtllm": {"free_gpu_memory_fraction": 0.5, "tokens_per_block": 64, "max_tokens": 100_000, "max_batch_size": 8,
+               "max_num_tokens": 4096, "max_seq_len": 8192, "host_cache_size": 1 << 30, "max_gpu_total_bytes": 1 << 30,
+               "max_attention_window": "8192", "peak_memory_gib": 70.0, "device_memory_gib": 79.0,
+               "disable_overlap_scheduler": True, "enable_block_reuse": False},
 }
 
 

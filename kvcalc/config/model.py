@@ -127,13 +127,27 @@ class ModelSpec:
             same = [p for k, p in self.precisions.items() if k.casefold() == name.casefold()]
             if len(same) == 1:
                 return same[0]
-            implicit = self._ggml_precision(name)
+            implicit = self._ggml_precision(name) or self._nvfp4_precision(name)
             if implicit is not None:
                 return implicit
             raise KvcalcError(
                 f"{what}: model {self.name} has no precision {quote(name)}; it declares: "
                 f"{', '.join(self.precisions)}", param=what
             ) from None
+
+    def _nvfp4_precision(self, name: str) -> Precision | None:
+        """``nvfp4``, a KV cache of 4-bit values with one e4m3 scale per 16 (TensorRT-LLM's kv_cache_config dtype
+        nvfp4), for a model whose default precision keeps a ``kv`` cache; its other caches as the default keeps
+        them."""
+        from ..formats import FORMATS
+
+        base = self.precisions.get(self.default_precision)
+        if name.lower() != "nvfp4" or base is None or "kv" not in base.formats:
+            return None
+        formats = dict(base.formats)
+        formats["kv"] = FORMATS["nvfp4"]
+        return Precision("nvfp4", formats, "NVFP4 KV cache: e2m1 values two a byte + one e4m3 scale per 16 "
+                                           "(TensorRT-LLM kv_cache_config dtype nvfp4)")
 
     def _ggml_precision(self, name: str) -> Precision | None:
         """llama.cpp's cache types as precisions every model has: ``q8_0`` (``--cache-type-k q8_0 --cache-type-v

@@ -19,6 +19,7 @@ _REGISTRY: dict[str, str] = {
     "vllm": "kvcalc.engines.vllm",
     "sglang": "kvcalc.engines.sglang",
     "llama.cpp": "kvcalc.engines.llamacpp",
+    "trtllm": "kvcalc.engines.trtllm",
 }
 _LOADED: dict = {}
 

@@ -52,6 +52,11 @@ class Budget:
         """The cache's bytes once the weights and kvcalc's reserve come off what the engine asks for."""
         return self.requested_bytes - weights - reserve
 
+    def table_rows(self, weights: int, reserve: int, pool: int) -> list[tuple[str, int, str]] | None:
+        """The capacity table's rows from the device's memory to the KV pool (label, bytes, basis), where the
+        engine's arithmetic is not 'the budget's steps, less weights and reserve' (None: that one)."""
+        return None
+
 
 class EngineFigures:
     """An engine's own figures of a fit, by the engine's own names (SGLang's max_total_num_tokens, vLLM's
@@ -404,6 +409,12 @@ class Engine(ABC):
     def summary_line(self, cap) -> str:
         """One line on how this engine counted (the engines side-by-side table's reason)."""
         return ""
+
+    def kv_cache_memory(self, plans: list, budget: Budget, free: int, settings) -> tuple[Budget, int]:
+        """The KV pool's bytes per GPU from ``free`` (``budget.pool(weights, reserve)``), where the engine sizes it
+        from its own plan as well (TensorRT-LLM: its profiling run's temporary cache, its fraction, max_tokens): the
+        budget (with what it learned) and the pool. By default the budget and ``free`` as they are."""
+        return budget, free
 
     def host_tiers(self, cap) -> tuple:
         """The tiers below the GPU pool the engine's settings turn on (:class:`HostTier`), for a capacity answer

@@ -88,6 +88,9 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
     t.add_column("basis")
     if c.pool_given:
         t.add_row("KV pool", format_bytes(c.kv_pool_bytes_per_gpu), f"given ({FLAGS['kv_memory']})")
+    elif (rows := c.budget.table_rows(c.weights_bytes_per_gpu, c.reserve_bytes, c.kv_pool_bytes_per_gpu)) is not None:
+        for label, n, basis in rows:
+            t.add_row(label, format_bytes(n), with_names(basis, FLAGS))
     else:
         t.add_row("device memory", format_bytes(c.gpu.memory_bytes), f"{c.gpu.basis}")
         for step in c.budget.steps:

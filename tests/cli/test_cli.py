@@ -252,7 +252,7 @@ def test_version(cli):
 
     r = cli("--version")
     version = re.search(r'^version = "([^"]+)"', (Path(__file__).parents[2] / "pyproject.toml").read_text(), re.M)
-    assert r.code == 0 and r.out == f"kvcalc {version.group(1)} (plans vLLM 0.33.0, SGLang 0.5.23, llama.cpp 0c1e57098)\n"
+    assert r.code == 0 and r.out == f"kvcalc {version.group(1)} (plans vLLM 0.33.0, SGLang 0.5.23, llama.cpp 0c1e57098, TensorRT-LLM 1.1)\n"
 
 
 def test_name_conventions(cli, tmp_path, monkeypatch):

@@ -1,0 +1,239 @@
+"""TensorRT-LLM 1.1's pool plan of one rank and its count of requests (the rules: :mod:`.sizing`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ...errors import KvcalcError, NoRoom
+from ...pool import BlockPoolPlan, GroupKind, Layout, PlanGroup, PlanPage, longest_context
+from ...specs import MLALatent, SlidingWindowAttention
+from ..base import EngineFigures, Fit, HostTier
+from . import sizing as Z
+from .options import NAME, TITLE, VERSION
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrtPlan(BlockPoolPlan):
+    """One rank's paged pool: blocks of ``tokens_per_block`` tokens of every attention layer (the pool's shape
+    {blocks, layers, kv_factor, heads x head_dim x tokens_per_block}); the creator's and the pool's bytes per token,
+    the dtype, the profiling run's temporary cache."""
+
+    tokens_per_block: int
+    creator_bytes_per_token: int
+    manager_bytes_per_token: int
+    dtype: str
+    max_seq_len: int
+    estimation_requests: int
+    estimation_tokens: int
+    windows: tuple = ()  # ((window, layers, manager bytes per token), ...) with variable sliding windows
+
+    @property
+    def estimation_bytes(self) -> int:
+        return self.estimation_tokens * self.manager_bytes_per_token
+
+    def max_tokens(self, pool: int) -> int:
+        """KvCacheCreator: the pool's bytes // the creator's bytes per token."""
+        return pool // self.creator_bytes_per_token
+
+    def num_blocks(self, pool_bytes: int) -> int:
+        return Z.primary_blocks(self.max_tokens(pool_bytes), self.tokens_per_block)
+
+    def requests_that_fit(self, num_blocks: int) -> int:
+        return num_blocks // self.blocks_per_request
+
+    def cache_tokens(self, num_blocks: int) -> int:
+        """The "(N)" of "Allocated ... GiB for max tokens in paged KV cache (N)": blocks x tokens_per_block."""
+        return num_blocks * self.tokens_per_block
+
+    def fits_one(self, pool_bytes: int) -> bool:
+        return self.num_blocks(pool_bytes) >= self.blocks_per_request
+
+    def max_context(self, pool_bytes: int, concurrency: int = 1, limit: int | None = None) -> int:
+        n = self.num_blocks(pool_bytes)
+        return longest_context(lambda ctx: concurrency * self.blocks_at(ctx) <= n,
+                               self.context if limit is None else limit)
+
+
+@dataclass(frozen=True)
+class TrtFigures(EngineFigures):
+    """TensorRT-LLM's own figures of a fit, by its names."""
+
+    kv_bytes_per_token: int  # the creator's ("kv size is N" in the log)
+    pool_bytes_per_token: int  # the pool's (get_cache_bytes_per_token)
+    tokens_per_block: int
+    blocks: int  # primary blocks
+    max_tokens: int  # KvCacheCreator's max_tokens (before the blocks' rounding)
+    kv_cache_bytes: int  # blocks x tokens_per_block x the pool's bytes per token
+    max_seq_len: int  # after the window cap
+    max_seq_len_asked: int
+    estimation_requests: int
+    estimation_tokens: int
+    estimation_bytes: int
+    available_kv_bytes: int
+    max_batch_size: int
+    running_per_replica: int
+    secondary_blocks: int
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def schema(cls) -> dict:
+        from ...jsonschema import COUNT, POS
+
+        props = {k: COUNT for k in cls.__dataclass_fields__}
+        for k in ("kv_bytes_per_token", "pool_bytes_per_token", "tokens_per_block", "max_seq_len",
+                  "max_seq_len_asked", "max_batch_size"):
+            props[k] = POS
+        return {"properties": props, "required": list(props)}
+
+
+def _refuse(text: str) -> KvcalcError:
+    return KvcalcError(f"{{{{engine}}}} {NAME}: {text}", param="engine")
+
+
+def _layers(job) -> tuple[list, list, str]:
+    """This rank's attention layers as TensorRT-LLM's manager sees them, their (layer, component) members, and the
+    cache dtype."""
+    spec = job.model
+    members = sorted(job.analytic)
+    layers, dtypes, shapes = [], set(), set()
+    for _layer, comp in members:
+        c = spec.components[comp]
+        dtypes.add(job.stored_formats.get(comp) or job.precision.formats[c.storage].name)
+        if isinstance(c, MLALatent):
+            layers.append(Z.Layer(1, c.dim, mla=True))
+            shapes.add(("mla", c.dim))
+            continue
+        if c.value_dim != c.head_dim:
+            raise _refuse(f"{TITLE} caches K and V of one head_dim; {spec.name}'s {comp} has head_dim {c.head_dim} "
+                          f"and v_head_dim {c.value_dim}")
+        layers.append(Z.Layer(c.kv_heads, c.head_dim, window=c.window if isinstance(c, SlidingWindowAttention)
+                              else None))
+        shapes.add((c.kv_heads, c.head_dim))
+    if len(shapes) > 1:  # get_cache_size_per_token reads one num_key_value_heads and head_dim from the config
+        raise _refuse(f"{spec.name}'s attention layers differ in heads or head size ({len(shapes)} shapes); "
+                      f"{TITLE}'s per-token size from one config head count is not modelled for it")
+    if len(dtypes) > 1:
+        raise _refuse(f"{spec.name}'s caches are stored in {len(dtypes)} dtypes; {TITLE} keeps one cache dtype")
+    fmt = dtypes.pop()
+    return layers, members, {"bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}[fmt]
+
+
+def trt_plan(job):
+    """The pool of one rank: every attention layer's K and V (or MLA latent) for ``tokens_per_block`` tokens a
+    block; sliding-window layers are planned at max_seq_len, as TensorRT-LLM does without max_attention_window."""
+    spec, s = job.model, job.settings
+    if s.max_seq_len is None:
+        s = replace(s, max_seq_len=job.context)
+    if not job.analytic:
+        raise KvcalcError(f"{spec.name}: no cache layers in this pipeline stage")
+    layers, members, dtype = _layers(job)
+    windows = s.windows()
+    if windows is not None and any(min(w, s.max_seq_len) < s.max_seq_len for w in windows):
+        raise _refuse(f"max_attention_window {s.max_attention_window}: windows shorter than max_seq_len "
+                      f"({s.max_seq_len:,}) make per-window pools, which kvcalc does not model for {TITLE} yet "
+                      "({{max_attention_window}})")
+    if dtype == "nvfp4" and any(layer.mla for layer in layers):
+        raise _refuse(f"{TITLE} keeps no nvfp4 MLA cache in this profile; choose bf16 or fp8 ({{{{precision}}}})")
+    tpb = s.tokens_per_block
+    creator = Z.creator_bytes_per_token(layers, dtype, job.tp)
+    manager = Z.manager_bytes_per_token(layers, dtype, job.tp)
+    if creator <= 0 or manager <= 0:
+        raise _refuse(f"{spec.name} on {job.tp} ranks: {TITLE}'s kv size per token is {creator} B "
+                      "(head_dim x kv_heads // tp is 0); a smaller tp")
+    requests, tokens = Z.estimation_tokens(s.max_num_tokens, s.max_seq_len, tpb, not s.disable_overlap_scheduler)
+    if s.max_tokens is not None:  # try_prepare_estimation: the smaller of it and the user's max_tokens, whole blocks
+        tokens = min(tokens, s.max_tokens) // tpb * tpb
+    pages: dict[tuple, int] = {}
+    for (layer, comp), one in zip(members, layers):
+        per = Z.manager_bytes_per_token([one], dtype, job.tp)
+        pages[(comp, per)] = pages.get((comp, per), 0) + 1
+    fmt = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_e4m3", "nvfp4": "nvfp4"}[dtype]
+    group = PlanGroup(index=0, kind=GroupKind.FULL, layers=tuple(dict.fromkeys(m[0] for m in members)),
+                      members=tuple(members), block_size=tpb,
+                      pages=tuple(PlanPage(comp, "KVCacheManager", fmt, tpb, tpb, per, tpb * per, tpb * per, n)
+                                  for (comp, per), n in pages.items()),
+                      blocks_per_request=-(-job.context // tpb), analytic_bytes=job.total)
+    notes = []
+    if any(layer.window is not None for layer in layers):
+        notes.append(f"{TITLE} plans the sliding-window layers at max_seq_len like the others: without "
+                     "max_attention_window its KV-cache manager keeps one window, max_seq_len, for every layer "
+                     "({{max_attention_window}} gives a pool per window)")
+    if creator != manager:
+        notes.append(f"TensorRT-LLM counts tokens at {creator:,} B each (get_cache_size_per_token: head_dim x kv_heads "
+                     f"// tp) but builds blocks of {manager:,} B a token (get_cache_bytes_per_token: ceil(kv_heads / "
+                     "tp) heads)")
+    used = {"tokens_per_block": tpb, "free_gpu_memory_fraction": s.free_gpu_memory_fraction,
+            "max_tokens": s.max_tokens, "max_batch_size": s.max_batch_size, "max_num_tokens": s.max_num_tokens,
+            "max_seq_len": s.max_seq_len, "kv_cache_dtype": dtype, "enable_block_reuse": s.enable_block_reuse,
+            "disable_overlap_scheduler": s.disable_overlap_scheduler, "host_cache_size": s.host_cache_size,
+            "peak_memory_gib": s.peak_memory_gib, "device_memory_gib": s.device_memory_gib}
+    return TrtPlan(engine=NAME, engine_version=VERSION, model=spec.name,
+                   precision=job.precision.name, context=job.context, settings=s, settings_json=used,
+                   groups=(group,), analytic_bytes=job.total, notes=tuple(notes), fill_chunk=s.max_num_tokens,
+                   layout=Layout.BLOCK_OUTERMOST, grouping="one pool of every attention layer (KVCacheManager)",
+                   padding_layers=0, bytes_per_block=tpb * manager, null_blocks=0,
+                   blocks_at_context=lambda ctx: (-(-ctx // tpb),), tokens_per_block=tpb,
+                   creator_bytes_per_token=creator, manager_bytes_per_token=manager, dtype=dtype,
+                   max_seq_len=s.max_seq_len, estimation_requests=requests, estimation_tokens=tokens)
+
+
+def trt_fit(plans: list, pool: int, settings) -> Fit:
+    """KvCacheCreator's max_tokens (the smallest over the pipeline's ranks: an all-reduce MIN), its primary blocks,
+    the window cap on max_seq_len, and the requests of the plan's context those blocks hold."""
+    p = max(plans, key=lambda q: q.creator_bytes_per_token)
+    tpb = p.tokens_per_block
+    max_tokens = min(q.max_tokens(pool) for q in plans)
+    blocks = Z.primary_blocks(max_tokens, tpb)
+    upper = blocks * tpb  # get_max_atten_window_upper_bound: beam 1, no sink tokens
+    seq = min(p.max_seq_len, upper)
+    per = p.blocks_per_request
+    if blocks < 1 or p.context > upper:
+        raise NoRoom(f"{p.model}: {TITLE}'s {pool:,} B of KV cache memory make {blocks:,} block(s) of {tpb} tokens "
+                     f"({max_tokens:,} tokens at {p.creator_bytes_per_token:,} B); \"Attention window size "
+                     f"{p.max_seq_len} exceeds upper bound {upper} for available blocks\" and it sets max_seq_len to "
+                     f"{upper:,}: a request of {p.context:,} tokens is not served. Based on the available memory the "
+                     f"longest is {upper:,} tokens.", "kv")
+    held = blocks // per
+    running = min(held, settings.max_batch_size)
+    cache_bytes = blocks * tpb * p.manager_bytes_per_token
+    log = f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {Z.gib(cache_bytes)} GiB for max tokens in paged KV cache " \
+          f"({blocks * tpb})."
+    lines = [f"KvCacheCreator: {pool:,} B // {p.creator_bytes_per_token:,} B a token (\"kv size is "
+             f"{p.creator_bytes_per_token}\") = max_tokens {max_tokens:,}; {blocks:,} blocks of {tpb} tokens "
+             f"(ceil, 1.1's calculate_max_num_blocks) x {tpb * p.manager_bytes_per_token:,} B = {cache_bytes:,} B.",
+             f"The profiling run's temporary cache: {p.estimation_requests} dummy request(s) of max_num_tokens "
+             f"{settings.max_num_tokens:,}, {p.estimation_tokens:,} tokens = {p.estimation_bytes:,} B (the log's "
+             f"\"tmp kv_mem {Z.gib(p.estimation_bytes)} GiB\").",
+             f"{TITLE} would log: {log}"]
+    if p.max_seq_len > upper:
+        lines.append(f"max_seq_len {p.max_seq_len:,} is longer than the pool's {upper:,} tokens: TensorRT-LLM logs "
+                     f"\"Adjusted max_seq_len to {upper}\"; requests of {p.context:,} tokens still fit.")
+    lines.append(f"Requests of {p.context:,} tokens: {blocks:,} // {per:,} blocks = {held:,}; the scheduler runs at "
+                 f"most max_batch_size {settings.max_batch_size:,} at once ({running:,}).")
+    figures = TrtFigures(p.creator_bytes_per_token, p.manager_bytes_per_token, tpb, blocks, max_tokens, cache_bytes,
+                         seq, p.max_seq_len, p.estimation_requests, p.estimation_tokens, p.estimation_bytes, pool,
+                         settings.max_batch_size, running,
+                         Z.secondary_blocks(settings.host_cache_size, p.manager_bytes_per_token, tpb))
+    return Fit(blocks, held, blocks / per, blocks * tpb, tuple(lines), figures=figures, log_line=log)
+
+
+def secondary_tier(cap) -> HostTier | None:
+    """KvCacheConfig.host_cache_size: the secondary pool on the host, ``int((host_cache_size / bpt) / tpb)`` blocks
+    per rank (calculate_max_num_blocks), where evicted blocks are offloaded and reused from (onboard_blocks)."""
+    p, s = cap.plan, cap.plan.settings
+    if not s.host_cache_size:
+        return None
+    tpb, bpt = p.tokens_per_block, p.manager_bytes_per_token
+    n = Z.secondary_blocks(s.host_cache_size, bpt, tpb)
+    ranks = cap.parallel.tp * cap.parallel.pp
+    unit = tpb * bpt
+    requests = n // p.blocks_per_request
+    lines = (f"Host (secondary) pool: host_cache_size {s.host_cache_size:,} B // {bpt:,} B a token // {tpb} = {n:,} "
+             f"blocks a rank ({n * tpb:,} tokens, {n * unit:,} B); {ranks} rank(s) a replica take "
+             f"{ranks * n * unit:,} B of pinned host memory; it keeps {requests:,} more request(s) of "
+             f"{p.context:,} tokens beside the GPU's.",)
+    return HostTier("TensorRT-LLM secondary pool", n * tpb, n * unit, "block", n, tpb, unit, ranks, ranks * n * unit,
+                    requests, lines=lines, source="_torch/pyexecutor/resource_manager.py calculate_max_num_blocks",
+                    json={"secondary_blocks": n, "host_cache_tokens": n * tpb, "host_cache_bytes": n * unit})
