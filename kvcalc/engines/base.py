@@ -357,6 +357,9 @@ class Engine(ABC):
         ranks says otherwise)."""
         return parallel.gpus
 
+    #: the engine's own name for the longest context it serves (the capacity and check-log headers say it)
+    context_name: ClassVar[str] = "max_model_len"
+
     #: what the engine does with a context beyond the model's max_position_embeddings (the warning's words)
     long_context: ClassVar[str] = "computed anyway"
 

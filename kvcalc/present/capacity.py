@@ -77,7 +77,7 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
     par = c.parallel
     where = _where(c.gpus, c.gpu)
     eng = c.engine.title
-    con.print(f"{c.model.display_name}, {p.precision}, max_model_len {ctx_text(p.context)} on {where}; {eng}")
+    con.print(f"{c.model.display_name}, {p.precision}, {c.engine.context_name} {ctx_text(p.context)} on {where}; {eng}")
     con.print(f"Parallel: tp {par.tp} x pp {par.pp} x dp {par.dp}" + (" (expert parallel)" if par.ep else "")
               + "; figures per GPU unless marked total")
     if reverse:
@@ -119,7 +119,7 @@ def render_capacity(con, c, reverse: str | None = None) -> None:
     w = c.fit.workload
     what = (f"of {ctx_text(w.request_tokens)}" if w and w.request_tokens else
             f"of the {w.request_lengths:,} lengths" if w else "")
-    at = f" (max_model_len {ctx_text(p.context, unit=False)})" if w else f" at {ctx_text(p.context)}"
+    at = f" ({c.engine.context_name} {ctx_text(p.context, unit=False)})" if w else f" at {ctx_text(p.context)}"
     con.print(f"Fits: {c.requests_per_replica:,} whole request(s){' ' + what if what else ''} per replica x "
               f"{par.dp} replica(s) = {c.total_requests:,}{at}.")
     for t in c.tiers:

@@ -62,10 +62,11 @@ def check_log_json(r) -> dict:
 
 
 def render_check_log(con, r) -> None:
-    title = get_engine(r.engine).title.split()[0]
+    eng = get_engine(r.engine)
+    title = eng.title.split()[0]
     ver = r.log_version or "version not logged"
     con.print(f"{r.file}: {r.log_model or 'model not logged'} ({title} {ver}) as kvcalc {r.model}, "
-              f"{r.precision}, max_model_len {ctx_text(r.context_tokens)}; kvcalc plans {title} "
+              f"{r.precision}, {eng.context_name} {ctx_text(r.context_tokens)}; kvcalc plans {title} "
               f"{r.engine_version}")
     t = table()
     t.add_column("figure")

@@ -142,7 +142,7 @@ def test_pipeline_stages_take_the_first_ranks_extra_layer():
     (["qwen3-next-80b-a3b", "--gpu", "h200", "-c", "8k"], "not modelled"),
     (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "256k"], "larger than what the model can support"),
     (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "16k", "--max-seq-len", "8192"], "max_seq_len is 8,192"),
-    (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--max-attention-window", "128,8192"], "per-window pools"),
+    (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--max-attention-window", "128"], "one window shorter"),
     (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--max-attention-window", "12x"], "--max-attention-window"),
     (["deepseek-v3", "--gpu", "b200", "--tp", "8", "-c", "8k", "-p", "nvfp4"], "nvfp4"),
     (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "128k", "--max-tokens", "1000"], "not served"),
@@ -160,3 +160,18 @@ def test_fit_searches_trtllm_and_rows_rerun(cli):
     best = r.json()["deployments"][0]
     again = cli(*best["command"].split()[1:], "--json")
     assert again.code == 0 and json.loads(again.out)["total_requests"] == best["total_requests"] >= 20
+
+
+def test_variable_sliding_windows_split_the_memory_by_window_and_bytes():
+    """gpt-oss-120b with max_attention_window 128,131072 (18 layers each, 36,864 B a token each): the shares are
+    window x (36,864 / 73,728) normalised, 64 / 65,600 and 65,536 / 65,600; the window 128 pool takes
+    int(M x 64 / 65,600 / 36,864) tokens, the full one is capped by KvCacheCreator's max_tokens M // 73,728; blocks
+    rounded up. A 128k request holds ceil(128 / 32) = 4 and 4,096 blocks."""
+    cap = capacity("gpt-oss-120b", 131072, engine="trtllm", gpu="h200", settings={"max_attention_window": "128,131072"})
+    m = cap.kv_pool_bytes_per_gpu
+    small = int(Z.f32(m * Z.f32(Z.f32(Z.f32(0.5) * 128) / Z.f32(Z.f32(0.5) * 128 + Z.f32(0.5) * 131072))) / 36_864)
+    assert small == int(m * 64 / 65_600 / 36_864) or abs(small - int(m * 64 / 65_600 / 36_864)) <= 1
+    blocks = cap.plan.window_blocks(m)
+    assert blocks == {128: math.ceil(small / 32), 131072: math.ceil((m // 73_728) / 32)}
+    assert [g.blocks_per_request for g in cap.plan.groups] == [4, 4096]
+    assert cap.requests_per_replica == min(blocks[128] // 4, blocks[131072] // 4096)

@@ -138,6 +138,7 @@ class TrtllmEngine(BlockPoolMixin, Engine):
                  "hybrids, DeepSeek's sparse indexer and V4's compressed caches are not modelled")
     default_reserve_bytes = 4 * GIB
     reserve_note = "activations and memory outside torch (CUDA graphs, NCCL)"
+    context_name = "max_seq_len"
     long_context = "TensorRT-LLM sets max_seq_len to the model's and rejects longer requests"
 
     # ---- settings ---------------------------------------------------------------------------------------

@@ -31,11 +31,41 @@ class TrtPlan(BlockPoolPlan):
     def estimation_bytes(self) -> int:
         return self.estimation_tokens * self.manager_bytes_per_token
 
+    # ---- variable sliding windows: a pool per window size ------------------------------------------------
+    @property
+    def per_request_bytes(self) -> int:
+        if not self.windows:
+            return super().per_request_bytes
+        return sum(self.group_reserve(g) for g in self.groups)
+
+    def group_reserve(self, g) -> int:
+        if not self.windows:
+            return super().group_reserve(g)
+        return g.blocks_per_request * self.tokens_per_block * self.windows[g.index][2]
+
+    def window_blocks(self, pool: int) -> dict[int, int]:
+        """BaseKVCacheManager::calculateMaxNumBlocks: the memory (max_gpu_total_bytes, which KvCacheCreator sets to
+        its budget; a user's smaller one caps it) split over the window sizes, each capped by KvCacheCreator's
+        max_tokens, blocks rounded up."""
+        memory = pool if not self.settings.max_gpu_total_bytes else min(pool, self.settings.max_gpu_total_bytes)
+        return Z.window_blocks(memory, {w: b for w, _, b in self.windows}, self.tokens_per_block,
+                               self.max_tokens(pool))
+
+    def window_requests(self, pool: int, ctx: int) -> int:
+        """Requests of ``ctx`` tokens the window pools hold: getRemainingBlocksToCompletion's
+        ceil(min(ctx, window) / tokens_per_block) blocks in each (no temporary attention window: chunked prefill is
+        off by default), the fewest over the windows."""
+        blocks = self.window_blocks(pool)
+        return min(blocks[w] // -(-min(ctx, w) // self.tokens_per_block) for w, _, _ in self.windows)
+
     def max_tokens(self, pool: int) -> int:
         """KvCacheCreator: the pool's bytes // the creator's bytes per token."""
         return pool // self.creator_bytes_per_token
 
     def num_blocks(self, pool_bytes: int) -> int:
+        """Primary blocks (with windows: the largest window's pool)."""
+        if self.windows:
+            return self.window_blocks(pool_bytes)[self.windows[-1][0]]
         return Z.primary_blocks(self.max_tokens(pool_bytes), self.tokens_per_block)
 
     def requests_that_fit(self, num_blocks: int) -> int:
@@ -46,9 +76,14 @@ class TrtPlan(BlockPoolPlan):
         return num_blocks * self.tokens_per_block
 
     def fits_one(self, pool_bytes: int) -> bool:
+        if self.windows:
+            return self.window_requests(pool_bytes, self.context) >= 1
         return self.num_blocks(pool_bytes) >= self.blocks_per_request
 
     def max_context(self, pool_bytes: int, concurrency: int = 1, limit: int | None = None) -> int:
+        if self.windows:
+            return longest_context(lambda ctx: self.window_requests(pool_bytes, ctx) >= concurrency,
+                                   self.context if limit is None else limit)
         n = self.num_blocks(pool_bytes)
         return longest_context(lambda ctx: concurrency * self.blocks_at(ctx) <= n,
                                self.context if limit is None else limit)
@@ -129,11 +164,7 @@ def trt_plan(job):
     if not job.analytic:
         raise KvcalcError(f"{spec.name}: no cache layers in this pipeline stage")
     layers, members, dtype = _layers(job)
-    windows = s.windows()
-    if windows is not None and any(min(w, s.max_seq_len) < s.max_seq_len for w in windows):
-        raise _refuse(f"max_attention_window {s.max_attention_window}: windows shorter than max_seq_len "
-                      f"({s.max_seq_len:,}) make per-window pools, which kvcalc does not model for {TITLE} yet "
-                      "({{max_attention_window}})")
+    windows = _windows(s, len(layers))
     if dtype == "nvfp4" and any(layer.mla for layer in layers):
         raise _refuse(f"{TITLE} keeps no nvfp4 MLA cache in this profile; choose bf16 or fp8 ({{{{precision}}}})")
     tpb = s.tokens_per_block
@@ -150,13 +181,16 @@ def trt_plan(job):
         per = Z.manager_bytes_per_token([one], dtype, job.tp)
         pages[(comp, per)] = pages.get((comp, per), 0) + 1
     fmt = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_e4m3", "nvfp4": "nvfp4"}[dtype]
-    group = PlanGroup(index=0, kind=GroupKind.FULL, layers=tuple(dict.fromkeys(m[0] for m in members)),
-                      members=tuple(members), block_size=tpb,
-                      pages=tuple(PlanPage(comp, "KVCacheManager", fmt, tpb, tpb, per, tpb * per, tpb * per, n)
-                                  for (comp, per), n in pages.items()),
-                      blocks_per_request=-(-job.context // tpb), analytic_bytes=job.total)
+    groups, by_window = _groups(job, members, layers, windows, dtype, fmt, tpb)
     notes = []
-    if any(layer.window is not None for layer in layers):
+    if by_window:
+        notes.append(f"max_attention_window {s.max_attention_window}: a pool per window size, the memory split in "
+                     "proportion to window x bytes per token (kvCacheManager.cpp calculateMaxNumBlocks), each capped "
+                     "by KvCacheCreator's max_tokens (set for every manager since NVIDIA/TensorRT-LLM#7923); a request "
+                     "holds ceil(min(tokens, window) / tokens_per_block) blocks of each (getRemainingBlocksToCompletion, "
+                     "no chunked prefill). These rules moved between releases (#7923; #10798 splits the memory equally "
+                     "per window): check them against the log's \"Blocks per window size\" lines")
+    elif any(layer.window is not None for layer in layers):
         notes.append(f"{TITLE} plans the sliding-window layers at max_seq_len like the others: without "
                      "max_attention_window its KV-cache manager keeps one window, max_seq_len, for every layer "
                      "({{max_attention_window}} gives a pool per window)")
@@ -171,17 +205,101 @@ def trt_plan(job):
             "peak_memory_gib": s.peak_memory_gib, "device_memory_gib": s.device_memory_gib}
     return TrtPlan(engine=NAME, engine_version=VERSION, model=spec.name,
                    precision=job.precision.name, context=job.context, settings=s, settings_json=used,
-                   groups=(group,), analytic_bytes=job.total, notes=tuple(notes), fill_chunk=s.max_num_tokens,
-                   layout=Layout.BLOCK_OUTERMOST, grouping="one pool of every attention layer (KVCacheManager)",
+                   groups=groups, analytic_bytes=job.total, notes=tuple(notes), fill_chunk=s.max_num_tokens,
+                   layout=Layout.BLOCK_OUTERMOST, grouping="a pool per window size (max_attention_window)" if by_window
+                   else "one pool of every attention layer (KVCacheManager)",
                    padding_layers=0, bytes_per_block=tpb * manager, null_blocks=0,
-                   blocks_at_context=lambda ctx: (-(-ctx // tpb),), tokens_per_block=tpb,
+                   blocks_at_context=lambda ctx: tuple(-(-min(ctx, g.window or ctx) // tpb) for g in groups),
+                   tokens_per_block=tpb, windows=by_window,
                    creator_bytes_per_token=creator, manager_bytes_per_token=manager, dtype=dtype,
                    max_seq_len=s.max_seq_len, estimation_requests=requests, estimation_tokens=tokens)
+
+
+def _windows(s, n: int) -> list[int] | None:
+    """Each local layer's window: max_attention_window repeated over the layers, each at most max_seq_len
+    (_validate_and_adjust_attention_windows); None where every layer's is max_seq_len (one pool)."""
+    vec = s.windows()
+    if vec is None:
+        return None
+    per = [min(vec[i % len(vec)], s.max_seq_len) for i in range(n)]
+    if len(set(per)) == 1:
+        if per[0] < s.max_seq_len:
+            raise _refuse(f"max_attention_window {s.max_attention_window}: one window shorter than max_seq_len "
+                          f"({s.max_seq_len:,}) for every layer is not modelled for {TITLE} ({{{{max_attention_window}}}})")
+        return None
+    return per
+
+
+def _groups(job, members, layers, windows, dtype: str, fmt: str, tpb: int) -> tuple[tuple, tuple]:
+    """The plan's groups: one of every layer, or one per window size; and (window, layers, pool bytes per token)
+    per window size, smallest first (empty with one pool)."""
+    by: dict = {}
+    for i, (m, one) in enumerate(zip(members, layers)):
+        by.setdefault(windows[i] if windows else None, []).append((m, one))
+    out, sizes = [], []
+    for index, w in enumerate(sorted(by, key=lambda x: x or 0)):
+        rows = by[w]
+        pages: dict[tuple, int] = {}
+        for (_, comp), one in rows:
+            per = Z.manager_bytes_per_token([one], dtype, job.tp)
+            pages[(comp, per)] = pages.get((comp, per), 0) + 1
+        full = w is None or w >= job.settings.max_seq_len if job.settings.max_seq_len else w is None
+        kind = GroupKind.FULL if w is None or full else GroupKind.WINDOW
+        out.append(PlanGroup(index=index, kind=kind, layers=tuple(dict.fromkeys(m[0] for m, _ in rows)),
+                             members=tuple(m for m, _ in rows), block_size=tpb,
+                             pages=tuple(PlanPage(comp, "KVCacheManager", fmt, tpb, tpb, per, tpb * per, tpb * per, n)
+                                         for (comp, per), n in pages.items()),
+                             blocks_per_request=-(-min(job.context, w or job.context) // tpb),
+                             analytic_bytes=sum(job.analytic[m] for m, _ in rows),
+                             window=w if kind is GroupKind.WINDOW else None))
+        if w is not None:
+            sizes.append((w, len(rows), Z.manager_bytes_per_token([one for _, one in rows], dtype, job.tp)))
+    return tuple(out), tuple(sizes)
+
+
+def _window_fit(plans: list, pool: int, settings) -> Fit:
+    """Variable sliding windows: each window size's pool (BaseKVCacheManager::calculateMaxNumBlocks), the window cap
+    on each (a window longer than its pool's tokens is shortened, and max_seq_len with the largest), and the requests
+    of the plan's context the pools hold together."""
+    p = max(plans, key=lambda q: q.creator_bytes_per_token)
+    tpb = p.tokens_per_block
+    blocks = p.window_blocks(pool)
+    need = sum(w * b for w, _, b in p.windows)  # adjust_window_sizes_for_vswa: one whole sequence in every window
+    memory = pool if not settings.max_gpu_total_bytes else min(pool, settings.max_gpu_total_bytes)
+    if need >= memory:
+        raise NoRoom(f"{p.model}: one sequence's windows need {need:,} B, not less than the {memory:,} B of KV cache "
+                     f"memory: {TITLE} then shrinks the windows (adjust_window_sizes_for_vswa), which kvcalc does not "
+                     "model", "kv")
+    adjusted = {w: min(w, n * tpb) for w, n in blocks.items()}
+    seq = max(adjusted.values())
+    held = p.window_requests(pool, p.context)
+    if held < 1 or p.context > seq:
+        raise NoRoom(f"{p.model}: {TITLE}'s window pools ({', '.join(f'{w}: {n:,} blocks' for w, n in blocks.items())}"
+                     f") hold no request of {p.context:,} tokens (max_seq_len becomes {seq:,})", "kv")
+    running = min(held, settings.max_batch_size)
+    cache_bytes = sum(blocks[w] * tpb * b for w, _, b in p.windows)
+    max_tokens = min(q.max_tokens(pool) for q in plans)
+    lines = ["Blocks per window size:"] + [f"[windowSize={w}] {{.primaryBlocks={n}, .secondayBlocks=0}}"
+                                           for w, n in blocks.items()]
+    text = [f"KvCacheCreator: {pool:,} B, max_tokens {max_tokens:,} (at {p.creator_bytes_per_token:,} B a token) caps "
+            f"every window's pool; {TITLE} would log: " + " / ".join(lines) + f"; {cache_bytes:,} B in all.",
+            f"Requests of {p.context:,} tokens: " + ", ".join(
+                f"window {w}: {blocks[w]:,} // {-(-min(p.context, w) // tpb):,}" for w, _, _ in p.windows)
+            + f" = {held:,}; the scheduler runs at most max_batch_size {settings.max_batch_size:,} at once."]
+    if seq < p.max_seq_len:
+        text.append(f"max_seq_len {p.max_seq_len:,} is longer than the largest window's pool: \"Adjusted max_seq_len "
+                    f"to {seq}\".")
+    figures = TrtFigures(p.creator_bytes_per_token, p.manager_bytes_per_token, tpb, blocks[p.windows[-1][0]],
+                         max_tokens, cache_bytes, seq, p.max_seq_len, p.estimation_requests, p.estimation_tokens,
+                         p.estimation_bytes, pool, settings.max_batch_size, running, 0)
+    return Fit(blocks[p.windows[-1][0]], held, held, sum(blocks.values()) * tpb, tuple(text), figures=figures)
 
 
 def trt_fit(plans: list, pool: int, settings) -> Fit:
     """KvCacheCreator's max_tokens (the smallest over the pipeline's ranks: an all-reduce MIN), its primary blocks,
     the window cap on max_seq_len, and the requests of the plan's context those blocks hold."""
+    if plans[0].windows:
+        return _window_fit(plans, pool, settings)
     p = max(plans, key=lambda q: q.creator_bytes_per_token)
     tpb = p.tokens_per_block
     max_tokens = min(q.max_tokens(pool) for q in plans)
