@@ -183,3 +183,13 @@ def test_readme_beyond_the_footprint_samples_match(args):
         starts = [i for i in range(at, len(real) - len(run) + 1) if real[i:i + len(run)] == run]
         assert starts, f"not in the output of kvcalc {' '.join(args)} (in order): {run}"
         at = starts[0] + len(run)
+
+
+@pytest.mark.parametrize("args", [
+    ["capacity", "llama-3.1-70b", "--engine", "trtllm", "--gpu", "h100-sxm", "--gpus", "4", "--tp", "4", "--context",
+     "32k", "--host-cache-size", "53687091200"],
+    ["check-log", "tests/fixtures/logs/trtllm/gpt-oss-120b-gb10-1.1.0rc3.log", "--model", "gpt-oss-120b"],
+])
+def test_readme_trtllm_samples_match(args):
+    os.chdir(README.parent)
+    assert _block("kvcalc " + " ".join(args)) == _run(args)
