@@ -33,7 +33,7 @@ from fuzzcases import COMMANDS, FLAGS, VALUES, classify, run_cli  # noqa: E402
 JUNK = ["", "\x00", "\u2603", "1" * 5000, "-" * 3, "--context=1M", "=", "{}", "[1,2]", "~", "null"]
 #: cases per surface at --scale 1
 PLAN = {"flags": 6000, "yaml": 3000, "config.json": 3000, "logs": 3000, "outputs": 1500, "api": 3000, "tokens": 2000,
-        "inputs": 400, "gguf": 3000}
+        "inputs": 400, "gguf": 3000, "engines": 2000}
 FS.BIG_BYTES = 64 << 20  # check-log's read limit: every big input file at its full size
 LIMIT_S = 5.0
 LIMIT_RSS_MB = 500  # the most one case may raise the process's peak resident memory

@@ -7,7 +7,7 @@ tests/test_fuzz.py (a bounded slice of each). Every surface kvcalc reads is gene
   ones), explicit tags, huge numbers;
 * ``config.json``: every family's Hugging Face fixture with one or two fields replaced by a value of another
   type or size (lists, mappings, strings, 10^8, 2^40, floats, booleans, nested, deleted), or its family swapped;
-* ``logs``: vLLM's and SGLang's start-up logs (published and synthetic) with numbers replaced (0, negative,
+* ``logs``: vLLM's, SGLang's, llama.cpp's and TensorRT-LLM's start-up logs (published and synthetic) with numbers replaced (0, negative,
   hundreds of digits, floats), lines duplicated, dropped or made huge, the model id changed;
 * ``outputs``: every command that writes, to an existing file, a folder, a link, a dangling link, a missing
   folder, a NUL byte, a very long name, a FIFO (read by a thread) and a private character device node (mknod
@@ -23,6 +23,9 @@ tests/test_fuzz.py (a bounded slice of each). Every surface kvcalc reads is gene
   changed, bytes flipped or the file cut anywhere, then given to every command that reads a model (estimate, show,
   capacity and transfer --engine llama.cpp with llama.cpp's flags, decode, import-gguf, verify --engine llama.cpp) and
   to check-log with a llama.cpp log.
+
+* ``engines``: TensorRT-LLM's options (every one, valid and not) on every shipped model through capacity, fit and
+  check-log with its published log mutated.
 
 A case is ``("cli", argv)`` or ``("api", label, callable)``. Cases run with the working directory set to a
 scratch folder, so nothing in the checkout is written.
@@ -40,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "kvcalc" / "data" / "configs").glob("*.yaml"))
 HF = sorted((ROOT / "tests" / "fixtures" / "hf").glob("*.json"))
 LOGS = sorted((ROOT / "tests" / "fixtures" / "logs").glob("*.log")) + sorted(
-    (ROOT / "tests" / "fixtures" / "logs" / "llamacpp").glob("*.log"))
+    (ROOT / "tests" / "fixtures" / "logs" / "llamacpp").glob("*.log")) + sorted(
+    (ROOT / "tests" / "fixtures" / "logs" / "trtllm").glob("*.log"))
 GGUFS = sorted((ROOT / "tests" / "fixtures" / "gguf").glob("llamacpp-*.gguf"))
 MODELS = [c.stem for c in CONFIGS]
 
@@ -52,6 +56,7 @@ VALUES = ["1M", "128k", "4k", "1k", "64", "0", "-1", "1.5M", "1e9", "nan", "inf"
           "\x7f", "--", "-", "flashinfer", "triton", "torch", "cpu", "cuda", "none", "sample", "0.83", "256", "1e400",
           "ib-ndr", "nvlink4", "pcie5-x16", "l4", "mi300x", "llama.cpp", "q8_0", "q4_0", "q8_0/q4_0", "iq4_nl", "q4_k",
           "ollama", "llama-server", "llama-cpp-python", "c-api", "on", "off", "auto", "rtx-4090", str(GGUFS[0]),
+          "trtllm", "vllm,trtllm", "nvfp4", "128,131072", "0.9", "113.65", "53687091200",
           *MODELS[:6], str(HF[0]), str(LOGS[0])]
 JUNK = ["\x00", "\u2603", "--context=1M", "=", "{}", "[1,2]", "~", "null", "--bogus"]
 #: a 100 kB value: any string field may get it (the error that quotes it stays short)
@@ -181,7 +186,8 @@ def yaml_case(rng: random.Random, scratch: Path) -> tuple:
     if cmd == "compare":
         argv.append(rng.choice(MODELS))
     if cmd == "capacity":
-        argv += ["--kv-memory", "40GiB", "-c", rng.choice(["4k", "128k"]), "--engine", rng.choice(["vllm", "sglang", "exact"])]
+        argv += ["--kv-memory", "40GiB", "-c", rng.choice(["4k", "128k"]), "--engine",
+                 rng.choice(["vllm", "sglang", "exact", "trtllm"])]
     if cmd in ("estimate", "sweep"):
         argv += ["-c", rng.choice(["1k", "1k,1M", "4k..64k"])]
     return ("cli", argv)
@@ -225,7 +231,7 @@ def hf_case(rng: random.Random, scratch: Path) -> tuple:
     else:
         argv = [cmd, "--hf", str(path)]
     if cmd == "capacity":
-        argv += ["--kv-memory", "40GiB", "-c", "8k", "--engine", rng.choice(["vllm", "sglang", "exact"])]
+        argv += ["--kv-memory", "40GiB", "-c", "8k", "--engine", rng.choice(["vllm", "sglang", "exact", "trtllm"])]
     if cmd == "estimate":
         argv += ["-c", "8k"]
     return ("cli", argv)
@@ -264,7 +270,8 @@ def log_case(rng: random.Random, scratch: Path) -> tuple:
     path = scratch / f"l{rng.randrange(20)}.log"
     path.write_text(log_text(rng), encoding="utf-8", errors="replace")
     argv = ["check-log", str(path)]
-    for flag, values in (("-m", MODELS), ("-p", ["bf16", "fp8", "x"]), ("--engine", ["vllm", "sglang", "exact", "x"]),
+    for flag, values in (("-m", MODELS), ("-p", ["bf16", "fp8", "x"]),
+                         ("--engine", ["vllm", "sglang", "exact", "trtllm", "x"]),
                          ("--tp", ["1", "0", "8", "x"]), ("--block-size", ["16", "0", "64"]), ("--json", None)):
         if rng.random() < 0.2:
             argv += [flag] + ([rng.choice(values)] if values else [])
@@ -613,8 +620,58 @@ def gguf_case(rng: random.Random, scratch: Path) -> tuple:
     return ("cli", argv)
 
 
+# ---- engines: TensorRT-LLM's options (and the tiers below the GPU) on every shipped model -------------------------
+TRT_FLAGS = [("--free-gpu-memory-fraction", ["0.9", "0", "1", "0.0001", "1.5", "nan", "-1"]),
+             ("--tokens-per-block", ["32", "64", "1", "7", "0", "65536", "99999999"]),
+             ("--max-tokens", ["1", "8224", "100000", "0", "9" * 30]), ("--max-batch-size", ["1", "64", "2048", "0"]),
+             ("--max-num-tokens", ["1", "8192", "100000000", "0"]),
+             ("--max-seq-len", ["1", "4096", "131072", "1000000000", "0"]),
+             ("--host-cache-size", ["0", "1", "53687091200", "-5", "9" * 30]),
+             ("--max-gpu-total-bytes", ["0", "1", "10737418240"]),
+             ("--max-attention-window", ["128,131072", "128", "4096,1", "x", ",", "0", "1," * 3000, "128,256,512"]),
+             ("--peak-memory-gib", ["0", "70", "113.65", "1e9", "-1", "nan"]),
+             ("--device-memory-gib", ["0", "79.19", "119.70", "1e12", "inf"]),
+             ("--disable-overlap-scheduler", None), ("--no-enable-block-reuse", None),
+             ("-p", ["bf16", "fp8", "nvfp4", "q8_0", "x"]), ("--tp", ["1", "2", "8", "16"]), ("--pp", ["1", "2", "3"])]
+
+
+def engines_case(rng: random.Random, scratch: Path) -> tuple:
+    command = rng.choice(["capacity", "capacity", "capacity", "fit", "check-log"])
+    if command == "check-log":
+        log = rng.choice(sorted((ROOT / "tests" / "fixtures" / "logs" / "trtllm").glob("*.log")))
+        path = scratch / "t.log"
+        path.write_text(log_text_of(rng, log), encoding="utf-8", errors="replace")
+        argv = ["check-log", str(path), "--model", rng.choice(MODELS)]
+        for flag, values in rng.sample(TRT_FLAGS[:12], rng.randrange(0, 3)):
+            argv += [flag] + ([rng.choice(values)] if values else [])
+        return ("cli", argv + (["--json"] if rng.random() < 0.3 else []))
+    argv = [command, rng.choice(MODELS), "-c", rng.choice(["1", "300", "8k", "32k", "128k", "1M"]),
+            "--engine", rng.choice(["trtllm", "trtllm", "vllm,trtllm", "trtllm,sglang"])]
+    if command == "capacity":
+        argv += ["--gpu", rng.choice(["h100-sxm", "h200", "b200", "l4", "mi300x"])]
+    else:
+        argv += ["--gpu", rng.choice(["h100-sxm", "h200"]), "--max-gpus", rng.choice(["1", "2", "4"])]
+    for flag, values in rng.sample(TRT_FLAGS, rng.randrange(0, 5)):
+        if command == "fit" and flag in ("--tp", "--pp", "-p"):
+            continue
+        argv += [flag] + ([rng.choice(values)] if values else [])
+    if rng.random() < 0.3:
+        argv.append("--json")
+    return ("cli", argv)
+
+
+def log_text_of(rng: random.Random, path: Path) -> str:
+    """A log's text mutated as the logs surface mutates them."""
+    saved = LOGS[:]
+    try:
+        LOGS[:] = [path]
+        return log_text(rng)
+    finally:
+        LOGS[:] = saved
+
+
 SURFACES = {"flags": None, "yaml": yaml_case, "config.json": hf_case, "logs": log_case, "outputs": outputs_case,
-            "api": api_case, "inputs": inputs_case, "gguf": gguf_case}
+            "api": api_case, "inputs": inputs_case, "gguf": gguf_case, "engines": engines_case}
 
 
 def case(surface: str, rng: random.Random, scratch: Path, options: dict | None = None) -> tuple:

@@ -68,7 +68,7 @@ import random  # noqa: E402
 import fuzzsurfaces as FS  # noqa: E402
 
 PER_SURFACE = {"flags": 30, "yaml": 20, "config.json": 25, "logs": 25, "outputs": 15, "api": 40, "inputs": 20,
-               "gguf": 40}
+               "gguf": 40, "engines": 30}
 
 
 @pytest.mark.parametrize("surface", sorted(PER_SURFACE))

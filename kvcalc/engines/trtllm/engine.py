@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from ...errors import KvcalcError, NoRoom, quote
 from ...specs import FullAttention, MLALatent, SlidingWindowAttention
 from ...units import GIB
-from ..base import Budget, BlockPoolMixin, Engine, Fit
+from ..base import Budget, BudgetStep, BlockPoolMixin, Engine, Fit
 from . import sizing as Z
 from .plan import TrtFigures, secondary_tier, trt_fit, trt_plan
 from .options import NAME, OPTIONS, SUMMARY, TITLE, VERSION
@@ -219,7 +219,9 @@ class TrtllmEngine(BlockPoolMixin, Engine):
         f = settings.fraction
         formula = (f"{f} x ({device / GIB:.2f} GiB - peak {peak / GIB:.2f} GiB + temporary)" if peak is not None
                    else f"{f} x ({device / GIB:.2f} GiB - weights - reserve)")
-        return TrtBudget(device, (), formula, {"free_gpu_memory_fraction": settings.free_gpu_memory_fraction},
+        step = BudgetStep(f"x {f:g} free_gpu_memory_fraction of (total - profiling peak)", device,
+                          "free_gpu_memory_fraction")
+        return TrtBudget(device, (step,), formula, {"free_gpu_memory_fraction": settings.free_gpu_memory_fraction},
                          device_bytes=device, fraction=f, peak_bytes=peak, device_given=given)
 
     def kv_cache_memory(self, plans, budget, free, settings):

@@ -24,6 +24,7 @@ max_tokens), and as a range where only the rounded GiB figures do.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from ...units import GIB
 from ..logs import LogFacts, LogReader, Quantity, Row
@@ -132,20 +133,19 @@ class TrtllmLogReader(LogReader):
         if "max_tokens_given" in v:
             vals["max_tokens"] = v["max_tokens_given"]
         vals.update({k: x for k, x in given.items() if x is not None})
-        vals = {k: x for k, x in vals.items() if x is not None}
+        s = ENGINE.settings({k: x for k, x in vals.items() if x is not None})  # each value checked
         if "disable_overlap_scheduler" not in given:
-            vals["disable_overlap_scheduler"] = self._overlap_off(facts, vals)
-        s = ENGINE.settings(vals)
+            s = replace(s, disable_overlap_scheduler=self._overlap_off(facts, s))
         used = {k: getattr(s, k) for k in ("tokens_per_block", "max_num_tokens", "max_batch_size", "max_seq_len",
                                            "free_gpu_memory_fraction", "disable_overlap_scheduler",
                                            "peak_memory_gib", "device_memory_gib", "max_tokens")}
         return s, used
 
-    def _overlap_off(self, facts: LogFacts, vals: dict) -> bool:
+    def _overlap_off(self, facts: LogFacts, s) -> bool:
         """Whether the overlap scheduler was off: the profiling run's logged tokens are those of one extra token
         a request (off), not two (on, the default)."""
         logged = facts.values.get("both_tokens") if "peak_gib" in facts.values else None
-        seq, n, tpb = vals.get("max_seq_len"), vals.get("max_num_tokens", 8192), vals.get("tokens_per_block", 32)
+        seq, n, tpb = s.max_seq_len, s.max_num_tokens, s.tokens_per_block
         if logged is None or seq is None:
             return False
         on = Z.estimation_tokens(n, seq, tpb, True)[1]
