@@ -344,10 +344,15 @@ def test_glm5_holds_what_the_engines_store_and_reserves_no_less(cli):
 #: not one request's blocks or pages, what they move or what they reserve; with a value each that the test below
 #: shows changes nothing transfer reports
 BUDGET_ONLY = {
-    "vllm": {"gpu_memory_utilization": 0.5},
+    # vLLM's and SGLang's tiers below the GPU (engines/vllm/tiers.py, engines/sglang/tiers.py) size host memory only
+    "vllm": {"gpu_memory_utilization": 0.5, "kv_offloading_size": 10.0, "kv_offloading_backend": "lmcache",
+             "lmcache_mode": "in-process", "lmcache_chunk_size": 128, "lmcache_l1_size_gb": 10.0,
+             "lmcache_max_local_cpu_size": 5.0, "lmcache_max_local_disk_size": 10.0,
+             "lmcache_save_unfull_chunk": True},
     "sglang": {"mem_fraction_static": 0.5, "max_total_tokens": 100_000, "mamba_full_memory_ratio": 2.0,
                "max_running_requests": 64, "swa_full_tokens_ratio": 0.5, "enable_dp_attention": True,
-               "max_mamba_cache_size": 100},
+               "max_mamba_cache_size": 100, "enable_hierarchical_cache": True, "hicache_ratio": 3.0,
+               "hicache_size": 10, "hicache_mem_layout": "layer_first", "host_memory_gib": 100.0},
     "exact": {"gpu_memory_utilization": 0.5},
     # llama-server's slot file does not depend on where the layers or the cache sit
     "llama.cpp": {"n_gpu_layers": 0, "no_kv_offload": True},

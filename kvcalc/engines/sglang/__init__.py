@@ -15,8 +15,11 @@ per-architecture rules (split SWA pools, the Mamba cache strategy, multimodal ar
 ``architecture``; its one rule on a model's path ("llama-2" caps the prefill graphs) reads the model's name and
 Hugging Face repository.
 
-Not modelled (refused with one line): speculative decoding, HiCache, MLA and DSA on ROCm, post-capture resize,
-KV-cache sharding, unified memory.
+HiCache's host pools (``--enable-hierarchical-cache``) are :mod:`.tiers`, the tier below the GPU pools (DSA's and
+DeepSeek V4's refused).
+
+Not modelled (refused with one line): speculative decoding, MLA and DSA on ROCm, post-capture resize, KV-cache
+sharding, unified memory.
 """
 
 from __future__ import annotations

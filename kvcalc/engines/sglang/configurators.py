@@ -297,6 +297,10 @@ def _token_pool_plan(job, pools: DefaultPools) -> SglangPlan:
     for k in ("max_running_requests", "max_total_tokens"):
         if getattr(job.settings, k) is not None:
             used[k] = getattr(job.settings, k)
+    if job.settings.enable_hierarchical_cache:  # HiCache's host pools (tiers.py): the settings that size them
+        used.update({k: getattr(job.settings, k) for k in ("enable_hierarchical_cache", "hicache_ratio", "hicache_size",
+                                                           "hicache_mem_layout", "host_memory_gib")
+                     if getattr(job.settings, k) is not None})
     return SglangPlan(engine=NAME, engine_version=VERSION, model=job.model.name, precision=job.precision.name,
                       context=L, settings=job.settings, settings_json=used, groups=tuple(groups),
                       analytic_bytes=job.total, notes=lay.notes, pools=pools,

@@ -153,6 +153,13 @@ MAMBA_TRACK_INTERVAL = 256
 #: attention_backend trtllm_mha before the Mamba strategy is validated (validate_mamba_no_buffer refuses it)
 NEMOTRON_H_ARCHS = frozenset({"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Omni_Reasoning_V3"})
 
+#: arg_groups/fields/memory.py: --hicache-mem-layout's choices (default page_first; pool_host/mha.py lays each out,
+#: the same bytes); HiCache's default ratio in cache mode (arg_groups/hicache_hook.py handle_hicache_ratio_default)
+#: and --hicache-host-memory-fraction's default
+HICACHE_MEM_LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_first_kv_split", "page_head")
+DEFAULT_HICACHE_RATIO = 2.0
+DEFAULT_HICACHE_HOST_MEMORY_FRACTION = 0.8
+
 #: arg_groups/memory_hook.py handle_gpu_memory_settings: (below MiB, chunked_prefill_size, decode max_bs below
 #: tp 4, from tp 4)
 _CAPACITY_TABLE = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 * 1024, 4096, 32, 160),
@@ -285,6 +292,13 @@ class Settings:
     disable_overlap_schedule: bool = False  # --disable-overlap-schedule
     disable_radix_cache: bool = False  # --disable-radix-cache
     max_mamba_cache_size: int | None = None  # --max-mamba-cache-size: state slots (divided over the attention-DP ranks)
+    # HiCache (tiers.py): --enable-hierarchical-cache, --hicache-ratio (None: 2.0, auto-sized), --hicache-size (GB a
+    # rank, 0: the ratio), --hicache-mem-layout; kvcalc's own host_memory_gib (the host's available memory, GiB)
+    enable_hierarchical_cache: bool = False
+    hicache_ratio: float | None = None
+    hicache_size: int = 0
+    hicache_mem_layout: str = "page_first"
+    host_memory_gib: float | None = None
 
     @property
     def sm_major(self) -> int | None:
@@ -302,3 +316,22 @@ class Settings:
         """The chunked_prefill_size the scheduler runs: arg_groups/parallel_hook.py handle_data_parallelism
         divides it over the attention-DP ranks; without a GPU named, the H100 / H200 default."""
         return (self.chunked_prefill_size or DEFAULT_CHUNKED_PREFILL_SIZE) // self.attn_dp
+
+
+def check_hicache(s: "Settings") -> None:
+    """Refuse HiCache settings SGLang would not run as given: one without HiCache on (kvcalc's line), HiCache beside
+    --disable-radix-cache (SGLang's own). Checked where the host pools are sized (tiers.host_tiers) and a log is read,
+    not when settings are built: a command that sizes no tier (transfer) is not refused for them."""
+    from ...errors import KvcalcError
+
+    given = [k for k, off in (("hicache_ratio", None), ("hicache_size", 0), ("host_memory_gib", None))
+             if getattr(s, k) != off]
+    if s.hicache_mem_layout != "page_first":
+        given.append("hicache_mem_layout")
+    if given and not s.enable_hierarchical_cache:
+        raise KvcalcError(f"{given[0]}: a HiCache setting, but HiCache is off ({{{{enable_hierarchical_cache}}}} "
+                          "turns it on)", param=given[0])
+    if s.enable_hierarchical_cache and s.disable_radix_cache:  # arg_groups/kv_cache_hook.py
+        raise KvcalcError("enable_hierarchical_cache: SGLang refuses it: The arguments enable-hierarchical-cache "
+                          "and disable-radix-cache are mutually exclusive and cannot be used at the same time. "
+                          "Please use only one of them.", param="enable_hierarchical_cache")

@@ -239,6 +239,13 @@ class SglangEngine(Engine):
     def transfer_groups(self, p, spec, tokens: int):
         return p.pools.transfer(p, spec, tokens)
 
+    def host_tiers(self, cap) -> tuple:
+        """HiCache's host pools (--enable-hierarchical-cache; tiers.py), checked against the host's memory where
+        it is given."""
+        from .tiers import host_tiers
+
+        return host_tiers(cap)
+
     def batch_pools(self, plan, batch: int, model):
         return plan.pools.buffers(plan, batch, model)
 

@@ -13,6 +13,12 @@ Lines read:
 * ``Mamba Cache is allocated. max_mamba_cache_size: N, ...`` (memory_pool.py ``MambaPool``)
 * ``max_total_num_tokens=T, chunked_prefill_size=C, max_prefill_tokens=P, max_running_requests=R,
   context_len=L, ...`` (managers/scheduler.py)
+* HiCache (tiers.py): ``Allocating kv hierarchical KV host pool: N tokens, X GB host memory.`` (``full`` and ``swa``
+  beside a split SWA pool; mem_cache/pool_host/base.py ``_allocate_host_buffer``, GB = 10^9 B), ``Allocating X GB host
+  memory for hierarchical Mamba cache (N state slots, layout=L).`` (pool_host/mamba.py), older releases' ``Allocating
+  X GB host memory for hierarchical KV cache.``, ``HiCache auto-sizing: ratio 2.000 -> R; ...``
+  (mem_cache/hicache_auto_size.py), and the server_args' ``enable_hierarchical_cache``, ``hicache_ratio``,
+  ``hicache_size``, ``hicache_mem_layout``
 
 The log states the token count, not the byte budget, so the reader checks what follows from the logged
 tokens exactly: the pool's GB (the bytes per token of each layer), the SWA pool (``int(full x ratio)`` on the
@@ -25,7 +31,7 @@ import re
 
 from ..logs import NOTHING, After, LogFacts, LogReader, Quantity, Row, word
 from . import sizing as S
-from .defaults import Settings
+from .defaults import Settings, check_hicache
 from .dsv4 import V4Layout
 
 #: (?:server_args|ServerArgs\() written from their common "erver", so that a search of a whole log skips ahead to it;
@@ -86,6 +92,17 @@ class SglangLogReader(LogReader):
         "post_tokens": re.compile(r"Post-capture KV sizing: KV cache allocated\. dtype: [\w.]+, #tokens: (\d+)"),
         "post_kv_gib": word("KV size: ", r"([\d.]+) GB"),  # on the post-capture line (its hint)
         "context_len": word("context_len=", r"(\d+)"),
+        # HiCache (tiers.py)
+        "hicache_on": _arg("enable_hierarchical_cache", r"(True|False)"),
+        "hicache_ratio": _arg("hicache_ratio", r"([\d.]+)"),
+        "hicache_size": _arg("hicache_size", r"(\d+)"),
+        "hicache_layout": _arg("hicache_mem_layout", r"'(\w+)'"),
+        "hicache_kv_tokens": re.compile(r"Allocating (?:kv|full) hierarchical KV host pool: (\d+) tokens"),
+        "hicache_kv_gb": After(r"Allocating (?:kv|full) hierarchical KV host pool: ", r".*? tokens, ([\d.]+) GB"),
+        "hicache_swa_tokens": re.compile(r"Allocating swa hierarchical KV host pool: (\d+) tokens"),
+        "hicache_mamba_slots": re.compile(r"host memory for hierarchical Mamba cache \((\d+) state slots"),
+        "hicache_old_gb": re.compile(r"Allocating ([\d.]+) GB host memory for hierarchical KV cache"),
+        "hicache_auto_ratio": re.compile(r"HiCache auto-sizing: ratio [\d.]+ -> ([\d.]+);"),
     }
     hints = {**{k: ("server_args", "ServerArgs(") for k in ("model_id", "tp", "dp", "attn_dp", "pp",
                                                           "enable_dp_attention", "mem_fraction_static", "page_size",
@@ -98,15 +115,22 @@ class SglangLogReader(LogReader):
              "chunk_window": "Setting sliding_window_size to be", "mamba_slots": "max_mamba_cache_size: ",
              "max_total_num_tokens": "max_total_num_tokens=", "max_running_requests": "max_total_num_tokens=",
              "context_len": "context_len=", "post_tokens": "Post-capture KV sizing: KV cache allocated.",
-             "post_kv_gib": "Post-capture KV sizing: KV cache allocated."}
+             "post_kv_gib": "Post-capture KV sizing: KV cache allocated.",
+             **{k: ("server_args", "ServerArgs(") for k in ("hicache_on", "hicache_ratio", "hicache_size",
+                                                          "hicache_layout")},
+             **{k: " hierarchical KV host pool: " for k in ("hicache_kv_tokens", "hicache_kv_gb", "hicache_swa_tokens")},
+             "hicache_mamba_slots": "for hierarchical Mamba cache (", "hicache_old_gb": "for hierarchical KV cache",
+             "hicache_auto_ratio": "HiCache auto-sizing: ratio "}
     minimums = {"tp": 1, "dp": 1, "attn_dp": 1, "pp": 1, "page_size": 1, "server_mrr": 1, "context_len": 1,
                 "max_mamba_cache_size": 1}
     ints = frozenset({"tp", "dp", "attn_dp", "pp", "page_size", "server_mrr", "kv_tokens", "swa_tokens", "mamba_slots",
                       "max_mamba_cache_size",
                       "chunk_window",
                       "max_total_num_tokens", "max_running_requests", "context_len", "dsv4_full", "dsv4_swa",
-                      "dsv4_c4", "dsv4_c128", "dsv4_c4_state", "post_tokens"})
-    floats = frozenset({"mem_fraction_static", "k_gib", "kv_gib", "swa_full_tokens_ratio", "post_kv_gib", "swa_k_gib"})
+                      "dsv4_c4", "dsv4_c128", "dsv4_c4_state", "post_tokens", "hicache_size", "hicache_kv_tokens",
+                      "hicache_swa_tokens", "hicache_mamba_slots"})
+    floats = frozenset({"mem_fraction_static", "k_gib", "kv_gib", "swa_full_tokens_ratio", "post_kv_gib", "swa_k_gib",
+                        "hicache_ratio", "hicache_kv_gb", "hicache_old_gb", "hicache_auto_ratio"})
     figures = ("kv_tokens", "max_total_num_tokens", "dsv4_full", "post_tokens")
     run_start = "server_args="
     run_start_twice = True  # entrypoints/engine.py: Engine.__init__ and _launch_subprocesses both log server_args=
@@ -153,12 +177,29 @@ class SglangLogReader(LogReader):
                  "disable_overlap_schedule": _bool(v.get("disable_overlap_schedule")),
                  "disable_radix_cache": _bool(v.get("disable_radix_cache"))}
         kw.update({k: x for k, x in flags.items() if x is not None})
+        kw.update(self._hicache_settings(facts, given))
         kw.update({k: x for k, x in given.items() if k in kw})
         settings = Settings(**kw)
+        check_hicache(settings)
         used = {k: x for k, x in kw.items() if x is not None and not (k == "pp" and x == 1)
                 and not (k in flags and x in ("auto", False))}
         used["tp"] = self.tp(facts)
         return settings, used
+
+    @staticmethod
+    def _hicache_settings(facts: LogFacts, given: dict) -> dict:
+        """HiCache's settings: the user's, else the server_args' where HiCache was on (a release before 0.5.23 printed
+        its ratio's default with HiCache off)."""
+        v = facts.values
+        on = given.get("enable_hierarchical_cache") or v.get("hicache_on") == "True"
+        if not on:
+            return {k: given[k] for k in ("hicache_ratio", "hicache_size", "hicache_mem_layout", "host_memory_gib")
+                    if k in given}  # Settings refuses them without HiCache, naming the first
+        out = {"enable_hierarchical_cache": True, "hicache_ratio": v.get("hicache_ratio"),
+               "hicache_size": v.get("hicache_size"), "hicache_mem_layout": v.get("hicache_layout")}
+        out.update({k: given[k] for k in ("hicache_ratio", "hicache_size", "hicache_mem_layout", "host_memory_gib")
+                    if k in given})
+        return {k: x for k, x in out.items() if x is not None}
 
     def stage_plan(self, facts: LogFacts, plans: list):
         """Each stage logs its own pool (its layers); the token count is the minimum over stages
@@ -172,7 +213,9 @@ class SglangLogReader(LogReader):
         return []
 
     def compare(self, facts: LogFacts, p) -> list[Row]:
-        return p.pools.log_rows(facts, p)
+        from .tiers import log_rows
+
+        return p.pools.log_rows(facts, p) + log_rows(facts, p)
 
     @staticmethod
     def _swa_rows(facts: LogFacts, lay: S.Layout, T: int) -> list[Row]:

@@ -4,7 +4,7 @@ them without loading the engine)."""
 from __future__ import annotations
 
 from ..options import Option
-from .defaults import MAMBA_STRATEGIES, VERSION
+from .defaults import HICACHE_MEM_LAYOUTS, MAMBA_STRATEGIES, VERSION
 
 TITLE = f"SGLang {VERSION}"
 SUMMARY = (f"SGLang {VERSION} on CUDA: token pools sized from mem_fraction_static, split SWA and Mamba state "
@@ -51,4 +51,19 @@ OPTIONS = (
     Option("chunked_prefill_size", "--chunked-prefill-size", "SGLang: tokens per prefill chunk (default: from "
            "the GPU's memory; it sets the default mem_fraction_static, and SGLang refuses one the page size does "
            "not divide).", int, minimum=1, maximum=1 << 24, commands=("capacity", "transfer")),
+    # ---- HiCache, the host tier (tiers.py)
+    Option("enable_hierarchical_cache", "--enable-hierarchical-cache", "SGLang's HiCache: a host-memory KV pool "
+           "per rank beside the GPU's (2 x the device pool by default).", bool, ("capacity", "check-log"),
+           negative="--no-enable-hierarchical-cache", cli_default=False),
+    Option("hicache_ratio", "--hicache-ratio", "SGLang: the host pool's tokens per device-pool token (default 2.0; "
+           "left unset with --hicache-size 0, SGLang 0.5.23 lowers it to fit the host's memory: --host-memory-gib).",
+           float, ("capacity", "check-log"), minimum=0.001, maximum=1 << 10),
+    Option("hicache_size", "--hicache-size", "SGLang: the host pool of each rank in GB (10^9 B), instead of the "
+           "ratio (default 0: the ratio).", int, ("capacity", "check-log"), minimum=0, maximum=1 << 24),
+    Option("hicache_mem_layout", "--hicache-mem-layout", "SGLang: the host pool's layout (default page_first); it "
+           "moves the bytes, not their count (hybrid Mamba: page_first or page_first_direct).", str,
+           ("capacity", "check-log"), choices=HICACHE_MEM_LAYOUTS),
+    Option("host_memory_gib", "--host-memory-gib", "kvcalc: the host's available memory in GiB (psutil's available, "
+           "or the cgroup's headroom), for SGLang's host-memory check and its auto-sizing (default: not checked).",
+           float, ("capacity",), minimum=0.001, maximum=1 << 24),
 )

@@ -1,5 +1,5 @@
-"""How SGLang 0.5.23 turns a model and a byte budget into token pools (CUDA, no speculative decoding, no
-HiCache). Each step cites its file and function under ``python/sglang/srt/``.
+"""How SGLang 0.5.23 turns a model and a byte budget into token pools (CUDA, no speculative decoding; HiCache's host
+pools, which leave the device pools as they are, are :mod:`.tiers`). Each step cites its file and function under ``python/sglang/srt/``.
 
 1. The layout (:func:`layout`): which layers keep K/V (or an MLA latent, or DSA latent + indexer keys), which
    layers a split sliding-window pool holds (``configs/model_config.py::is_hybrid_swa_model``: by architecture;

@@ -44,6 +44,14 @@ DEFAULT_PREFIX_CACHING = True
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
 #: the GDN prefill kernels kvcalc tells apart: only FlashInfer's exports mid-prefill checkpoints
 GDN_PREFILL_BACKENDS = ("flashinfer", "triton")
+#: config/cache.py KVOffloadingBackend = Literal["native", "lmcache"]; CacheConfig.kv_offloading_backend "native"
+KV_OFFLOADING_BACKENDS = ("native", "lmcache")
+#: how LMCache runs beside vLLM: "mp", LMCacheMPConnector (what config/vllm.py _post_init_kv_transfer_config picks for
+#: the lmcache backend), or "in-process", LMCacheConnectorV1 named in --kv-transfer-config (no offloading size)
+LMCACHE_MODES = ("mp", "in-process")
+#: the LMCache settings kvcalc takes, and which deployment reads each (tiers.py)
+LMCACHE_SETTINGS = {"lmcache_chunk_size": None, "lmcache_l1_size_gb": "mp", "lmcache_max_local_cpu_size": "in-process",
+                    "lmcache_max_local_disk_size": "in-process", "lmcache_save_unfull_chunk": "in-process"}
 
 
 def default_max_num_batched_tokens(total_memory_bytes: int | None, device_name: str = "") -> int:
@@ -135,6 +143,17 @@ class Settings:
     batched_tokens_defaulted: bool = False  # max_num_batched_tokens is vllm serve's default, not the user's
     arch: str | None = None  # the GPU's architecture (kvcalc/data/gpus.yaml arch); None: Hopper, no GPU named
     hybrid_kv_cache_manager: bool = True  # --disable-hybrid-kv-cache-manager turns it off (on by default on CUDA)
+    # the tiers below the GPU (tiers.py): --kv-offloading-size (GiB, the replica's workers together) and
+    # --kv-offloading-backend (None: native where a size is given); LMCache's own settings (its env / config file,
+    # or the MP server's flags), None: LMCache's defaults
+    kv_offloading_size: float | None = None
+    kv_offloading_backend: str | None = None
+    lmcache_mode: str | None = None  # None: mp where the backend is lmcache
+    lmcache_chunk_size: int | None = None
+    lmcache_l1_size_gb: float | None = None
+    lmcache_max_local_cpu_size: float | None = None
+    lmcache_max_local_disk_size: float | None = None
+    lmcache_save_unfull_chunk: bool = False
 
     @property
     def sm_major(self) -> int | None:
@@ -162,6 +181,22 @@ class Settings:
                               param="gdn_prefill_backend")
 
     @property
+    def offloading_backend(self) -> str | None:
+        """The offloading backend vLLM runs: None without a size (config/vllm.py _post_init_kv_transfer_config
+        returns at once), else the one given, native by default (CacheConfig.kv_offloading_backend)."""
+        if self.kv_offloading_size is None:
+            return None
+        return self.kv_offloading_backend or "native"
+
+    @property
+    def lmcache(self) -> str | None:
+        """How LMCache runs here: "mp" (the lmcache backend's LMCacheMPConnector, or the mode named), "in-process"
+        (LMCacheConnectorV1), or None (no LMCache)."""
+        if self.offloading_backend == "lmcache":
+            return self.lmcache_mode or "mp"
+        return self.lmcache_mode
+
+    @property
     def num_seqs(self) -> int:
         """The running-request cap: the setting, else _set_default_max_num_seqs_and_batched_tokens_args's
         min(1024, max_num_batched_tokens)."""
@@ -171,6 +206,53 @@ class Settings:
     def in_flight(self) -> int:
         return max_in_flight_tokens(self.max_num_batched_tokens, self.async_scheduling, self.pp)
 
+
+
+def check_offloading(s: "Settings") -> None:
+    """Refuse offloading settings vLLM would not run as given, one line naming the setting: a negative size, vLLM's
+    own refusal of size 0 with the native backend, a backend without a size, LMCache settings without LMCache or of
+    the other deployment. Checked where the tiers are sized (tiers.host_tiers) and a log is read, not when settings
+    are built: a command that sizes no tier (transfer) is not refused for them."""
+    import math
+
+    size = s.kv_offloading_size
+    if size is not None and (isinstance(size, bool) or not isinstance(size, (int, float)) or not math.isfinite(size)
+                             or size < 0):
+        raise KvcalcError(f"kv_offloading_size: must be a size in GiB from 0, got {quote(size)}"[:200],
+                          param="kv_offloading_size")
+    if s.kv_offloading_backend is not None and s.kv_offloading_backend not in KV_OFFLOADING_BACKENDS:
+        raise KvcalcError(f"kv_offloading_backend: choose native or lmcache, got {quote(s.kv_offloading_backend)}"[:200],
+                          param="kv_offloading_backend")
+    if s.lmcache_mode is not None and s.lmcache_mode not in LMCACHE_MODES:
+        raise KvcalcError(f"lmcache_mode: choose mp or in-process, got {quote(s.lmcache_mode)}"[:200],
+                          param="lmcache_mode")
+    if s.kv_offloading_backend is not None and size is None:
+        raise KvcalcError("kv_offloading_backend: vLLM turns KV offloading on only when a size is given "
+                          "(config/vllm.py _post_init_kv_transfer_config returns without kv_offloading_size); give "
+                          "{{kv_offloading_size}}", param="kv_offloading_backend")
+    if s.offloading_backend == "native" and size == 0:
+        raise KvcalcError("kv_offloading_size: vLLM refuses 0: cpu_bytes_to_use must be specified in "
+                          "kv_connector_extra_config (v1/kv_offload/cpu/spec.py CPUOffloadingSpec: 0 bytes is none)",
+                          param="kv_offloading_size")
+    given = [k for k in LMCACHE_SETTINGS if getattr(s, k) not in (None, False)]
+    if s.offloading_backend == "native" and (s.lmcache_mode is not None or given):
+        first = "lmcache_mode" if s.lmcache_mode is not None else given[0]
+        raise KvcalcError(f"{first}: an LMCache setting, but the offloading backend is native (OffloadingConnector); "
+                          "LMCache runs with {{kv_offloading_backend}} lmcache", param=first)
+    if s.offloading_backend == "lmcache" and s.lmcache_mode == "in-process":
+        raise KvcalcError("lmcache_mode: with {{kv_offloading_size}} and the lmcache backend vLLM 0.33 starts "
+                          "LMCacheMPConnector (config/vllm.py _post_init_kv_transfer_config), not the in-process "
+                          "LMCacheConnectorV1, which --kv-transfer-config names without an offloading size",
+                          param="lmcache_mode")
+    mode = s.lmcache
+    if mode is None and given:
+        raise KvcalcError(f"{given[0]}: an LMCache setting, but LMCache is not on: {{{{kv_offloading_backend}}}} lmcache "
+                          "(with {{kv_offloading_size}}) or {{lmcache_mode}} in-process turns it on", param=given[0])
+    for k in given:
+        if LMCACHE_SETTINGS[k] not in (None, mode):
+            raise KvcalcError(f"{k}: a setting of LMCache's {LMCACHE_SETTINGS[k]} deployment, not of the {mode} one "
+                              f"({'{{lmcache_mode}} in-process' if mode == 'mp' else 'the MP server'} takes it)",
+                              param=k)
 
 
 def default_gdn_prefill_backend(gpu=None, model=None) -> str:

@@ -177,6 +177,13 @@ class VllmEngine(BlockPoolMixin, Engine):
                 f"{p.bytes_per_block:,} B blocks; a request reserves {p.blocks_per_request:,} blocks"
                 + (f" ({'; '.join(admits)})" if admits else "") + "; block 0 is null")
 
+    def host_tiers(self, cap) -> tuple:
+        """CPU offloading (--kv-offloading-size: OffloadingConnector, or LMCache's MP server) and in-process LMCache
+        (tiers.py)."""
+        from .tiers import host_tiers
+
+        return host_tiers(cap)
+
     def transfer_groups(self, p, spec, tokens: int):
         from .transfer import nixl_transfer
 

@@ -17,6 +17,10 @@ Lines read (vLLM 0.33 wording; older versions' separate lines too):
 * ``Hybrid KV cache manager is disabled for this hybrid model, ...`` (v1/core/kv_cache_planning.py
   ``unify_hybrid_kv_cache_specs``: --disable-hybrid-kv-cache-manager promoted sliding-window or chunked layers
   to full attention), which plans them so
+* CPU offloading: ``Created mmap file /dev/shm/vllm_offload_<engine_id>.mmap (X GB)`` (v1/kv_offload/cpu/
+  shared_offload_region.py ``SharedOffloadRegion.__init__``: the region's bytes / 1e9, 2 decimals), and the size and
+  backend from ``vllm serve``'s ``non-default args: {..., 'kv_offloading_size': S, 'kv_offloading_backend': B}``
+  (entrypoints/common/startup.py), which set the plan's offloading (tiers.py)
 
 The log rounds the pool to 0.01 GiB, so the reader turns that figure into the range of pools it can stand
 for and reports the range of block counts, token counts and concurrencies that range gives; a logged figure
@@ -31,7 +35,7 @@ import re
 from ...pool import GroupKind
 from ...units import GIB
 from ..logs import NOTHING, LogFacts, LogReader, Quantity, Row, word
-from .defaults import Settings
+from .defaults import Settings, check_offloading
 
 #: max_num_batched_tokens when the log does not say (the H100 / H200 default)
 DEFAULT_LOG_BATCHED_TOKENS = 8192
@@ -67,6 +71,10 @@ class VllmLogReader(LogReader):
         "mamba_padding_pct": re.compile(r"Padding mamba page size by ([\d.]+)%"),
         # kv_cache_planning.py unify_hybrid_kv_cache_specs, where --disable-hybrid-kv-cache-manager promoted layers
         "hybrid_off": re.compile(r"(Hybrid KV cache manager is disabled) for this hybrid model"),
+        # CPU offloading (tiers.py): the region's line and the serve command's sizes
+        "offload_gb": re.compile(r"Created mmap file [^\s(]*vllm_offload_[^\s(]* \(([\d.]+) GB\)"),
+        "offload_size": re.compile(r"'kv_offloading_size': ([\d.]+)"),
+        "offload_backend": re.compile(r"'kv_offloading_backend': '(native|lmcache)'"),
     }
     hints = {"version": "Initializing a V1 LLM engine", "model_id": "with config: model='",
              "max_model_len": "max_seq_len=", "tp": "tensor_parallel_size=", "pp": "pipeline_parallel_size=",
@@ -78,7 +86,9 @@ class VllmLogReader(LogReader):
              "mamba_padding_pct": "Padding mamba page size by ", "dcp": "decode_context_parallel_size=",
              "autofit_context": "Auto-fit max_model_len: ", "blocks_override": "num_gpu_blocks_override=",
              "reserved_gib": "as specified by kv_cache_memory_bytes", "group_block_sizes": "kv cache group sizes (",
-             "lcm_block_size": "kv lcm block sizes ", "hybrid_off": "Hybrid KV cache manager is disabled"}
+             "lcm_block_size": "kv lcm block sizes ", "hybrid_off": "Hybrid KV cache manager is disabled",
+             "offload_gb": "Created mmap file ", "offload_size": "'kv_offloading_size': ",
+             "offload_backend": "'kv_offloading_backend': "}
     run_start = "Initializing a V1 LLM engine"
     #: utils/system_utils.py decorate_logs, logging_utils/formatter.py "(%(vllm_process_name)s pid=%(process)d)":
     #: EngineCore_DP{n}, Worker_DP{n}_PP{m}_TP{k} (v1/engine/core.py, v1/executor/multiproc_executor.py)
@@ -90,7 +100,8 @@ class VllmLogReader(LogReader):
     ints = frozenset({"max_model_len", "tp", "pp", "max_num_batched_tokens", "cache_tokens", "concurrency_context",
                       "gpu_blocks", "block_size", "attn_block_size", "dcp", "autofit_context", "blocks_override",
                       "lcm_block_size"})
-    floats = frozenset({"available_gib", "concurrency", "mamba_padding_pct", "reserved_gib"})
+    floats = frozenset({"available_gib", "concurrency", "mamba_padding_pct", "reserved_gib", "offload_gb",
+                        "offload_size"})
     figures = ("cache_tokens", "concurrency", "gpu_blocks", "available_gib", "reserved_gib")
     looked_for = "'GPU KV cache size', 'Maximum concurrency', 'Available KV cache memory', '# GPU blocks'"
     no_context = "the log states no max_model_len (max_seq_len=... or 'Maximum concurrency for L tokens')"
@@ -164,12 +175,26 @@ class VllmLogReader(LogReader):
         if manager is not None:
             hybrid["hybrid_kv_cache_manager"] = manager
         pp = v.get("pp", 1)
-        settings = Settings(max_num_batched_tokens=mnbt, async_scheduling=asyn, block_size=bs, pp=pp, **hybrid)
+        tiers = self._tier_settings(facts, given)
+        settings = Settings(max_num_batched_tokens=mnbt, async_scheduling=asyn, block_size=bs, pp=pp, **hybrid,
+                            **tiers)
+        check_offloading(settings)
         used = {"max_num_batched_tokens": mnbt, "async_scheduling": asyn, "tp": self.tp(facts), "block_size": bs,
-                **hybrid}
+                **hybrid, **tiers}
         if pp > 1:
             used["pp"] = pp
         return settings, used
+
+    @staticmethod
+    def _tier_settings(facts: LogFacts, given: dict) -> dict:
+        """The offloading settings: the user's, else the serve command's non-default args (its size and backend)."""
+        from .defaults import LMCACHE_SETTINGS
+
+        v = facts.values
+        out = {"kv_offloading_size": given.get("kv_offloading_size", v.get("offload_size")),
+               "kv_offloading_backend": given.get("kv_offloading_backend", v.get("offload_backend"))}
+        out.update({k: given.get(k) for k in ("lmcache_mode", *LMCACHE_SETTINGS)})
+        return {k: x for k, x in out.items() if x is not None}
 
     def _group_sizes(self, facts: LogFacts) -> list[int]:
         """The block sizes of "kv cache group sizes (b, ...)", each a block size within bounds (or refused with its
@@ -192,6 +217,7 @@ class VllmLogReader(LogReader):
                 Row("blocks per request", NOTHING, Quantity(p.blocks_per_request, each=p.bytes_per_block), None)]
         rows += self._hybrid_rows(facts, p)
         rows += self._block_size_rows(facts, p)
+        rows += self._offload_rows(facts, p)
         blocks, pool_rows = self._pool_rows(facts, p)
         rows += pool_rows
         if "cache_tokens" in v:
@@ -228,6 +254,31 @@ class VllmLogReader(LogReader):
             rows.append(Row("scheduler block size (lcm of the groups')", Quantity(v["lcm_block_size"], unit="tokens"),
                             Quantity(lcm, unit="tokens"), v["lcm_block_size"] == lcm, ln("lcm_block_size")))
         return rows
+
+    def _offload_rows(self, facts: LogFacts, p) -> list[Row]:
+        """The CPU offloading region's logged GB beside CPUOffloadingSpec's (tiers.py): with the size known, the
+        region it gives; without it, the whole chunk counts the logged figure stands for."""
+        from .tiers import NativeOffload, native_offload, replicated_layout
+
+        v, ln = facts.values, facts.lines.get
+        if "offload_gb" not in v:
+            return []
+        x, tp, pp = v["offload_gb"], self.tp(facts), v.get("pp", 1)
+        rep = replicated_layout(p, tp, pp)
+        size = p.settings.kv_offloading_size
+        figure = "CPU offload region (GB = 10^9 B, 2 decimals)"
+        if size is not None and p.settings.offloading_backend == "native":
+            off = native_offload(size, p.bytes_per_block, tp * pp, rep)
+            want = f"{off.region_bytes / 1e9:.2f} GB"
+            return [Row(figure, Quantity(f"{x:.2f} GB"), Quantity(want), want == f"{x:.2f} GB", ln("offload_gb")),
+                    Row("CPU offload chunks", NOTHING, Quantity(off.num_chunks, each=off.row), None)]
+        row = NativeOffload(0, p.bytes_per_block, tp * pp, 1 if rep else tp * pp).row
+        lo, hi = math.ceil((x - 0.005) * 1e9 / row), math.floor((x + 0.005) * 1e9 / row)
+        lo = max(lo, 1)
+        found = Quantity(lo, hi, unit="", each=row, collapse=True) if lo <= hi else \
+            Quantity(None, missing="no whole chunk count gives it")
+        return [Row(figure, Quantity(f"{x:.2f} GB"), NOTHING, None, ln("offload_gb")),
+                Row("CPU offload chunks it stands for (no offloading size given)", NOTHING, found, lo <= hi)]
 
     @staticmethod
     def _hybrid_rows(facts: LogFacts, p) -> list[Row]:

@@ -4,7 +4,8 @@ messages take them from here)."""
 from __future__ import annotations
 
 from ..options import Option
-from .defaults import DEFAULT_ASYNC_SCHEDULING, DEFAULT_PREFIX_CACHING, INDEXER_DTYPES, VERSION
+from .defaults import (DEFAULT_ASYNC_SCHEDULING, DEFAULT_PREFIX_CACHING, INDEXER_DTYPES, KV_OFFLOADING_BACKENDS,
+                       LMCACHE_MODES, VERSION)
 
 TITLE = f"vLLM {VERSION}"
 SUMMARY = f"vLLM {VERSION} on CUDA: paged blocks in one shared pool, groups, window admission"
@@ -45,6 +46,32 @@ OPTIONS = (
     Option("gdn_prefill_backend", "--gdn-prefill-backend", "Gated DeltaNet prefill in vLLM: flashinfer "
            "(Hopper's default; 64-token checkpoints) or triton (default: vLLM's choice for --gpu).", str,
            ("capacity", "transfer")),
+    # ---- tiers below the GPU (tiers.py)
+    Option("kv_offloading_size", "--kv-offloading-size", "vLLM's CPU KV offloading buffer in GiB (2^30 B), the total "
+           "over the replica's tp x pp workers; turns offloading on (default backend native: OffloadingConnector's "
+           "chunks in one /dev/shm region).", float, ("capacity", "check-log"), minimum=0, maximum=1 << 20),
+    Option("kv_offloading_backend", "--kv-offloading-backend", "vLLM's offloading backend, with --kv-offloading-size: "
+           "native (default) or lmcache (vLLM 0.33 starts LMCacheMPConnector and does not pass the size on: the "
+           "LMCache server's --l1-size-gb, --lmcache-l1-size-gb here, sizes it).", str, ("capacity", "check-log"),
+           choices=KV_OFFLOADING_BACKENDS),
+    Option("lmcache_mode", "--lmcache-mode", "LMCache's deployment: mp (LMCacheMPConnector, what --kv-offloading-backend "
+           "lmcache starts: one LMCache server's L1 for every rank) or in-process (LMCacheConnectorV1 from "
+           "--kv-transfer-config, no --kv-offloading-size: each worker its own --lmcache-max-local-cpu-size).", str,
+           ("capacity",), choices=LMCACHE_MODES),
+    Option("lmcache_chunk_size", "--lmcache-chunk-size", "LMCache's chunk in tokens (LMCACHE_CHUNK_SIZE, the MP "
+           "server's --chunk-size; default 256).", int, ("capacity",), minimum=1, maximum=1 << 20),
+    Option("lmcache_l1_size_gb", "--lmcache-l1-size-gb", "The LMCache MP server's --l1-size-gb: its CPU pool in GiB "
+           "for every rank it serves (the server requires it; no default).", float, ("capacity",),
+           minimum=0, maximum=1 << 20),
+    Option("lmcache_max_local_cpu_size", "--lmcache-max-local-cpu-size", "In-process LMCache's max_local_cpu_size "
+           "(LMCACHE_MAX_LOCAL_CPU_SIZE): each worker's CPU pool in GiB, LMCache's 'GB' (default 5.0).", float,
+           ("capacity",), minimum=0, maximum=1 << 20),
+    Option("lmcache_max_local_disk_size", "--lmcache-max-local-disk-size", "In-process LMCache's max_local_disk_size "
+           "(with local_disk set): each worker's disk tier in GiB (default 0: none).", float, ("capacity",),
+           minimum=0, maximum=1 << 30),
+    Option("lmcache_save_unfull_chunk", "--lmcache-save-unfull-chunk", "In-process LMCache's save_unfull_chunk: "
+           "also store a request's last, partial chunk (off by default).", bool, ("capacity",),
+           negative="--no-lmcache-save-unfull-chunk", cli_default=False),
 )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...pool import BlockPoolPlan, GroupKind, Layout, PlanGroup, PlanPage
 from ...errors import KvcalcError
 from ...specs import GatedDeltaNetState
-from .defaults import VERSION, Settings
+from .defaults import LMCACHE_SETTINGS, VERSION, Settings
 from .grouping import group_layers, promote_local
 from .specs import LayerSpec, block_outermost, layer_specs
 
@@ -132,6 +132,9 @@ def vllm_plan(job) -> BlockPoolPlan:
     }
     if not settings.hybrid_kv_cache_manager:
         used["hybrid_kv_cache_manager"] = False
+    for k in ("kv_offloading_size", "kv_offloading_backend", "lmcache_mode", *LMCACHE_SETTINGS):  # tiers.py's
+        if getattr(settings, k) not in (None, False):
+            used[k] = getattr(settings, k)
     notes += _state_notes(spec, settings, specs, block, used)
     return BlockPoolPlan(engine="vllm", engine_version=VERSION, model=spec.name, precision=prec.name, context=context,
                          settings=settings, settings_json=used, groups=tuple(groups), analytic_bytes=job.total,
