@@ -23,13 +23,13 @@ def test_a_file_with_no_engine_lines_says_so(cli, tmp_path, data, holds):
     f.write_bytes(data)
     r = cli("check-log", str(f))
     assert r.code == 2 and r.out == ""
-    assert r.err == f"kvcalc: error: FILE: '{f}' has no vLLM, SGLang or llama.cpp start-up lines ({holds})\n"
+    assert r.err == f"kvcalc: error: FILE: '{f}' has no vLLM, SGLang, llama.cpp or TensorRT-LLM start-up lines ({holds})\n"
 
 
 def test_stdin_too(cli, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("nothing here\n"))
     r = cli("check-log", "-")
-    assert r.code == 2 and r.err == ("kvcalc: error: FILE: '-' has no vLLM, SGLang or llama.cpp start-up lines (1 line of text, "
+    assert r.code == 2 and r.err == ("kvcalc: error: FILE: '-' has no vLLM, SGLang, llama.cpp or TensorRT-LLM start-up lines (1 line of text, "
                                      "none an engine's)\n")
 
 
@@ -56,5 +56,5 @@ def test_the_library_says_the_same(tmp_path):
 
     with pytest.raises(KvcalcError) as exc:
         check_log("", "x.log")
-    assert str(exc.value) == "file: 'x.log' has no vLLM, SGLang or llama.cpp start-up lines (an empty file)"
+    assert str(exc.value) == "file: 'x.log' has no vLLM, SGLang, llama.cpp or TensorRT-LLM start-up lines (an empty file)"
     assert exc.value.param == "file"

@@ -118,8 +118,9 @@ class TrtllmLogReader(LogReader):
         return None
 
     def settings(self, facts: LogFacts, given: dict, spec=None):
-        from .engine import ENGINE
+        from .. import get_engine
 
+        engine = get_engine(self.engine)
         v = facts.values
         vals = {k: given.get(k) if given.get(k) is not None else v.get(f"final_{k}", v.get(k))
                 for k in ("tokens_per_block", "max_num_tokens", "max_batch_size")}
@@ -133,7 +134,7 @@ class TrtllmLogReader(LogReader):
         if "max_tokens_given" in v:
             vals["max_tokens"] = v["max_tokens_given"]
         vals.update({k: x for k, x in given.items() if x is not None})
-        s = ENGINE.settings({k: x for k, x in vals.items() if x is not None})  # each value checked
+        s = engine.settings({k: x for k, x in vals.items() if x is not None})  # each value checked
         if "disable_overlap_scheduler" not in given:
             s = replace(s, disable_overlap_scheduler=self._overlap_off(facts, s))
         used = {k: getattr(s, k) for k in ("tokens_per_block", "max_num_tokens", "max_batch_size", "max_seq_len",

@@ -53,7 +53,7 @@ def test_refusals(cli, tmp_path):
     empty = tmp_path / "empty.log"
     empty.write_text("INFO nothing about caches here\n")
     r = cli("check-log", str(empty), "-m", "llama-3.1-8b")
-    assert r.code == 2 and r.err == (f"kvcalc: error: FILE: '{empty}' has no vLLM, SGLang or llama.cpp start-up lines (1 line of "
+    assert r.code == 2 and r.err == (f"kvcalc: error: FILE: '{empty}' has no vLLM, SGLang, llama.cpp or TensorRT-LLM start-up lines (1 line of "
                                      "text, none an engine's)\n")
     unknown = tmp_path / "u.log"
     unknown.write_text((LOGS / "synthetic-0.33-llama-3.1-8b.log").read_text().replace("meta-llama/Llama-3.1-8B",
