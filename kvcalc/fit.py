@@ -53,6 +53,9 @@ class Deployment:
     #: the scheduler's cap on requests running at once per replica (vLLM's max_num_seqs), where the engine keeps
     #: one outside its memory count (Engine.running_limit); None: none
     running_limit: int | None = None
+    #: the tiers below the GPU the engine's options turn on (capacity's HostTier: its name, tokens per rank, the
+    #: requests' prefixes it keeps beside the GPU's)
+    tiers: tuple = ()
 
     @property
     def served(self) -> int:
@@ -68,7 +71,9 @@ class Deployment:
                 "total_requests": self.total_requests, "requests_per_replica": self.requests_per_replica,
                 "running_limit_per_replica": self.running_limit, "served_requests": self.served,
                 "spare_requests": self.spare, "kv_pool_bytes_per_gpu": self.kv_pool_bytes_per_gpu,
-                "weights_bytes_per_gpu": self.weights_bytes_per_gpu}
+                "weights_bytes_per_gpu": self.weights_bytes_per_gpu,
+                "host_tiers": [{"name": t.name, "tokens_per_rank": t.tokens_per_rank, "bytes_per_rank": t.bytes_per_rank,
+                                "host_bytes": t.host_bytes, "requests": t.requests} for t in self.tiers]}
 
 
 @dataclass(frozen=True)
@@ -351,7 +356,7 @@ def _search(spec, context, concurrency, gpu, eng, own, prec, counts, moe, worklo
             running = eng.running_limit(cap.plan.settings)
             d = Deployment(gpu, lay, eng.name, prec, context, total, cap.requests_per_replica,
                            cap.kv_pool_bytes_per_gpu, cap.weights_bytes_per_gpu, None,
-                           running[1] if running else None)
+                           running[1] if running else None, cap.tiers)
             if concurrency is not None and d.served < concurrency:
                 if total >= concurrency:  # memory holds them; the scheduler's cap runs fewer at once
                     tried.append(Miss(gpu, lay, eng.name, prec, "running",

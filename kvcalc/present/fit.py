@@ -91,6 +91,11 @@ def render_fit(con, r, rows, extra: str = "", engine_flags: dict | None = None) 
                   "-" if d.spare is None else f"{d.spare:,}", format_bytes(d.kv_pool_bytes_per_gpu),
                   "-" if d.weights_bytes_per_gpu is None else format_bytes(d.weights_bytes_per_gpu))
     con.table(t)
+    for d in rows[:1]:
+        for tier in d.tiers:
+            con.print(f"Below the GPU ({d.gpu}, {d.layout.gpus} GPU(s), {d.engine}): {tier.name} holds "
+                      f"{tier.tokens_per_rank:,} tokens a rank, {tier.requests:,} more request(s)' prefixes; "
+                      f"{format_bytes(tier.host_bytes)} of {tier.medium}.")
     if rows:
         con.print(f"Re-run a row: {command(r.model, rows[0], extra=extra, engine_flags=engine_flags)}")
     if r.misses and (r.concurrency is not None or not rows):

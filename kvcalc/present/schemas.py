@@ -338,7 +338,9 @@ def _verify() -> tuple[dict, dict]:
 def _fit() -> tuple[dict, dict]:
     where = {"gpu": STR, "gpus": POS, "tp": POS, "pp": POS, "dp": POS, "ep": BOOL, "engine": STR, "precision": STR}
     dep = obj({**where, "context_tokens": POS, "total_requests": COUNT, "requests_per_replica": COUNT,
-               "running_limit_per_replica": null(POS), "served_requests": COUNT, "spare_requests": null(COUNT), "kv_pool_bytes_per_gpu": COUNT, "weights_bytes_per_gpu": null(COUNT),
+               "running_limit_per_replica": null(POS), "served_requests": COUNT, "spare_requests": null(COUNT),
+               "host_tiers": arr(obj({"name": STR, "tokens_per_rank": COUNT, "bytes_per_rank": COUNT,
+                                      "host_bytes": COUNT, "requests": COUNT})), "kv_pool_bytes_per_gpu": COUNT, "weights_bytes_per_gpu": null(COUNT),
                "command": STR}, description="one deployment, as `kvcalc capacity` with its command plans it")
     miss = obj({**where, "why": {"enum": ["weights", "kv", "running", "layout", "engine"]}, "detail": STR},
                description="a smaller deployment that does not serve the workload, and why")
