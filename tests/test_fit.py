@@ -207,3 +207,19 @@ def test_an_option_of_an_engine_not_searched_is_refused(cli):
     assert r.code == 2 and r.err.count("\n") == 1 and "--mem-fraction-static" in r.err and "sglang" in r.err
     with pytest.raises(KvcalcError, match="not a setting of any engine"):
         F.fit("llama-3.1-8b", 8192, 1, gpus=["h100-sxm"], engines=["vllm"], settings={"nope": 1})
+
+
+def test_a_rows_host_tiers_are_capacitys(cli):
+    """--kv-offloading-size reaches each vLLM row and its re-run: the row's tier is the capacity answer's."""
+    r = cli("fit", "llama-3.1-8b", "-c", "32k", "-n", "20", "--gpu", "h100-sxm", "--engine", "vllm", "-p", "bf16",
+            "--kv-offloading-size", "100", "--json")
+    assert r.code == 0, r.err
+    best = r.json()["deployments"][0]
+    assert best["command"].endswith(" --kv-offloading-size 100.0") and len(best["host_tiers"]) == 1
+    cap = json.loads(cli(*best["command"].split()[1:], "--json").out)
+    (tier,) = cap["host_tiers"]
+    assert {k: tier[k] for k in ("name", "tokens_per_rank", "requests")} == \
+        {k: best["host_tiers"][0][k] for k in ("name", "tokens_per_rank", "requests")}
+    # 100 GiB over the replica's tp workers' 16-token blocks of 32 layers x 8 / tp heads x 128 x 2 x 2 B: every
+    # worker's slice of a chunk is one row, 2 MiB whatever the tp, so 100 x 2^30 // 2^21 = 51,200 chunks of 16 tokens
+    assert cap["cpu_chunks"] == 100 * 2**30 // (32 * 16 * 8 * 128 * 2 * 2) == 51_200
