@@ -29,7 +29,7 @@ from kvcalc.fit import fit  # noqa: E402
 TARGET_S = 1.0
 #: (model, context, concurrency): the README's questions and a few more
 CASES = [("llama-3.1-8b", 131072, 16), ("llama-3.1-70b", 32768, 24), ("gpt-oss-120b", 131072, 16),
-         ("deepseek-v4-flash", 131072, 16), ("deepseek-v4-pro", 131072, 16), ("qwen3-next-80b-a3b", 131072, 16),
+         ("deepseek-v4-flash", 131072, 16), ("deepseek-v4-pro", 131072, 16), ("qwen3-30b-a3b", 32768, 16),
          ("deepseek-v3.2", 131072, 16), ("gemma-3-27b", 32768, 32)]
 
 
@@ -58,13 +58,26 @@ def main() -> int:
             assert cap.total_requests == d.total_requests, (model, d)
             checked += 1
         worst = max(worst, best)
+        trt = None  # the same search on TensorRT-LLM alone: its plans per second beside the others'
+        for _ in range(a.repeat):
+            t = fit(spec, context, n, engines=["trtllm"])
+            trt = t.seconds if trt is None else min(trt, t.seconds)
+        for d in rng.sample(t.deployments, min(a.check // 2, len(t.deployments))):
+            lay = d.layout
+            cap = capacity(spec, context, precision=d.precision, engine="trtllm", gpu=d.gpu,
+                           parallel=Parallel(lay.tp, lay.pp, lay.dp, lay.ep))
+            assert cap.total_requests == d.total_requests, (model, d)
+            checked += 1
         rows.append({"model": model, "context": context, "concurrency": n, "planned": r.searched,
                      "deployments": len(r.deployments), "seconds": round(best, 3),
-                     "plans_per_second": round(r.searched / best), "rows_rechecked": checked})
+                     "plans_per_second": round(r.searched / best), "trtllm_planned": t.searched,
+                     "trtllm_seconds": round(trt, 3), "trtllm_plans_per_second": round(t.searched / trt),
+                     "rows_rechecked": checked})
         print(f"{model:24s} {r.searched:5d} deployments planned in {best:.3f} s "
-              f"({r.searched / best:,.0f}/s); {checked} rows = capacity one by one")
+              f"({r.searched / best:,.0f}/s); TensorRT-LLM {t.searched} in {trt:.3f} s; {checked} rows = capacity "
+              "one by one")
     out = {"benchmark": "kvcalc fit: the default search (every GPU, layouts of 1..8 GPUs, vllm and sglang, every "
-                        "precision), best of --repeat", "target_seconds": TARGET_S, "worst_seconds": round(worst, 3),
+                        "precision), best of --repeat; and the same search on TensorRT-LLM alone (trtllm_*)", "target_seconds": TARGET_S, "worst_seconds": round(worst, 3),
            "meets_target": worst <= TARGET_S, "machine": f"{platform.machine()}, {platform.processor() or ''} "
                                                          f"python {platform.python_version()}", "rows": rows}
     if not a.no_write:
