@@ -175,3 +175,12 @@ def test_variable_sliding_windows_split_the_memory_by_window_and_bytes():
     assert blocks == {128: math.ceil(small / 32), 131072: math.ceil((m // 73_728) / 32)}
     assert [g.blocks_per_request for g in cap.plan.groups] == [4, 4096]
     assert cap.requests_per_replica == min(blocks[128] // 4, blocks[131072] // 4096)
+
+
+def test_check_log_reads_a_log_without_the_profiling_lines(cli):
+    """The ai-dynamo README's pre-1.0 log (SOURCES.md): 64 tokens a block, "(220480)" tokens = 28,898,754,560 B at
+    Llama-3.1-8B's 131,072 B ("26.91 GiB"), 2,048 blocks a sequence = 131,072 / 64."""
+    d = cli("check-log", str(LOGS / "llama-3.1-8b-dynamo-h100.log"), "--model", "llama-3.1-8b", "--json").json()
+    rows = {r["figure"]: r for r in d["rows"]}
+    assert d["verdict"] == "agrees" and set(rows) == {"tokens per block", "Allocated", "blocks per sequence"}
+    assert f"{220_480 * 131_072 / GIB:.2f}" == "26.91" and rows["blocks per sequence"]["kvcalc"] == "2,048"

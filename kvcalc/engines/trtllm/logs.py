@@ -14,7 +14,8 @@ Lines read (TensorRT-LLM 1.1 wording; the Python lines ``[TRT-LLM] [I]``, the C+
   ``_cal_max_memory``)
 * ``Attention window size W exceeds upper bound U ...`` / ``Adjusted max_seq_len to U`` (the window cap) and
   ``max_seq_len=S, max_num_requests=R, max_num_tokens=N, max_batch_size=B``
-* ``max_tokens=N is provided`` (a user's max_tokens), ``secondary blocks=N`` (the host pool, C++ BlockManager)
+* ``max_tokens=N is provided`` (a user's max_tokens), ``Max KV cache blocks per sequence: N`` (older: pages) and
+  ``secondary blocks=N`` (the host pool; C++ BlockManager)
 
 The log prints GiB to two decimals, so the memory it reports stands for a range; the rows compare the token and
 block counts exactly where the log gives what they are computed from (the kv size, the profiling run's tokens,
@@ -33,7 +34,7 @@ from . import sizing as Z
 _PEAK = "Peak memory during memory usage profiling"
 #: figures read again after the Peak line (the pool's, not the profiling run's)
 _FINAL = ("both_tokens", "allocated_gib", "allocated_tokens", "seq_len_line", "adjusted_seq_len", "tokens_per_block",
-          "secondary_blocks", "max_batch_size", "max_num_tokens")
+          "secondary_blocks", "max_batch_size", "max_num_tokens", "blocks_per_seq")
 
 
 class TrtllmLogReader(LogReader):
@@ -58,6 +59,7 @@ class TrtllmLogReader(LogReader):
         "adjusted_seq_len": re.compile(r"Adjusted max_seq_len to (\d+)"),
         "max_tokens_given": re.compile(r"max_tokens=(\d+) is provided"),
         "secondary_blocks": re.compile(r"secondary blocks=(\d+)"),
+        "blocks_per_seq": re.compile(r"Max KV cache (?:pages|blocks) per sequence: (\d+)"),
     }
     hints = {"version": "TensorRT-LLM version: ", "inferred_seq_len": "using inferred value ",
              "window_asked": "Attention window size ", "both_tokens": "Both free_gpu_memory_fraction and max_tokens",
@@ -67,10 +69,10 @@ class TrtllmLogReader(LogReader):
              "available_gib": "available KV cache memory when calculating max tokens: ",
              "fraction": "fraction is set ", "kv_size": "kv size ", "device_gib": "device total memory ",
              "tmp_gib": " GiB", "adjusted_seq_len": "Adjusted max_seq_len to ", "max_tokens_given": " is provided",
-             "secondary_blocks": "secondary blocks="}
+             "secondary_blocks": "secondary blocks=", "blocks_per_seq": "Max KV cache "}
     ints = frozenset({"inferred_seq_len", "window_asked", "both_tokens", "tokens_per_block", "allocated_tokens",
                       "seq_len_line", "max_num_tokens", "max_batch_size", "kv_size", "adjusted_seq_len",
-                      "max_tokens_given", "secondary_blocks"})
+                      "max_tokens_given", "secondary_blocks", "blocks_per_seq"})
     floats = frozenset({"allocated_gib", "peak_gib", "available_gib", "fraction", "device_gib", "tmp_gib"})
     minimums = {"tokens_per_block": 1, "kv_size": 1}
     figures = ("allocated_tokens", "kv_size", "peak_gib")
@@ -204,6 +206,8 @@ class TrtllmLogReader(LogReader):
         elif "final_allocated_tokens" in v:
             tokens = v["final_allocated_tokens"]
             row("Allocated", "final_allocated_gib", float(Z.gib(tokens * p.manager_bytes_per_token)), unit="GiB")
+        if "final_blocks_per_seq" in v and not p.windows:  # BlockManager: ceil(max_seq_len / tokens_per_block)
+            row("blocks per sequence", "final_blocks_per_seq", -(-p.context // tpb))
         if "final_secondary_blocks" in v and p.settings.host_cache_size:
             row("secondary blocks", "final_secondary_blocks",
                 Z.secondary_blocks(p.settings.host_cache_size, p.manager_bytes_per_token, tpb))
