@@ -292,9 +292,18 @@ def max_context(cap_args: dict, concurrency: int, limit: int) -> tuple[int, Capa
         return 0, None
     cap = capacity(context=best, **cap_args)
     if cap.kv_pool_bytes_per_gpu != pool:
-        raise KvcalcError(f"concurrency: {eng.title}'s pool depends on the context here ({pool:,} B at 1 token, "
-                          f"{cap.kv_pool_bytes_per_gpu:,} B at {best:,}), which the search assumes it does not; "
-                          "give {{context}} instead and read the count", param="concurrency")
+        # the pool depends on the context (TensorRT-LLM's profiling run, with its peak given, is sized by
+        # max_seq_len): search on capacity itself, whose count never grows with the context
+        from .pool import longest_context
+
+        def holds(ctx: int) -> bool:
+            try:
+                return capacity(context=ctx, **cap_args).requests_per_replica >= concurrency
+            except NoRoom:
+                return False
+
+        best = longest_context(holds, limit)
+        return (best, capacity(context=best, **cap_args)) if best else (0, None)
     return best, cap
 
 

@@ -184,3 +184,14 @@ def test_check_log_reads_a_log_without_the_profiling_lines(cli):
     rows = {r["figure"]: r for r in d["rows"]}
     assert d["verdict"] == "agrees" and set(rows) == {"tokens per block", "Allocated", "blocks per sequence"}
     assert f"{220_480 * 131_072 / GIB:.2f}" == "26.91" and rows["blocks per sequence"]["kvcalc"] == "2,048"
+
+
+def test_the_reverse_search_with_a_given_peak():
+    """With the peak given, the profiling run's cache (and so the pool) depends on max_seq_len: the longest context
+    at which 50 requests fit is searched on capacity itself; 50 fit there and not one token more."""
+    from kvcalc.capacity import max_context
+
+    args = {"model": "llama-3.1-8b", "engine": "trtllm", "gpu": "h200", "settings": {"peak_memory_gib": 30.0}}
+    best, cap = max_context(args, 50, 131072)
+    assert cap.requests_per_replica >= 50 and cap.plan.context == best
+    assert capacity(context=best + 1, **args).requests_per_replica < 50

@@ -249,6 +249,10 @@ class TrtllmEngine(BlockPoolMixin, Engine):
         held once."""
         from ...workload import Cost
 
+        if p.windows:
+            raise KvcalcError(f"{{{{engine}}}} {NAME}: a workload over {TITLE}'s per-window pools "
+                              "(max_attention_window) is not modelled; ask for the context's requests without one",
+                              param="request_tokens")
         share = shared // p.tokens_per_block if settings.enable_block_reuse else 0
         own = max(p.blocks_at(tokens) - share, 1)
         return Cost("blocks", own, share, {"max_batch_size": settings.max_batch_size})
