@@ -129,6 +129,8 @@ def test_estimation_requests_for_a_short_max_seq_len():
     32) x 2 + ceil(4 / 32) = 259 blocks = 8,288 tokens."""
     assert Z.estimation_tokens(8192, 4096, 32, True) == (3, 259 * 32)
     assert Z.estimation_tokens(8192, 131072, 32, False) == (1, 8224)
+    # max_seq_len 1: 10^8 dummy requests of one token, each 3 tokens in one block (counted, not listed)
+    assert Z.estimation_tokens(10**8, 1, 32, True) == (10**8, 10**8 * 32)
 
 
 def test_pipeline_stages_take_the_first_ranks_extra_layer():
@@ -142,7 +144,8 @@ def test_pipeline_stages_take_the_first_ranks_extra_layer():
     (["qwen3-next-80b-a3b", "--gpu", "h200", "-c", "8k"], "not modelled"),
     (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "256k"], "larger than what the model can support"),
     (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "16k", "--max-seq-len", "8192"], "max_seq_len is 8,192"),
-    (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--max-attention-window", "128"], "one window shorter"),
+    (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--max-attention-window", "128"], "last 128 tokens only"),
+    (["gpt-oss-120b", "--gpu", "h200", "-c", "8k", "--max-attention-window", "8192,128"], "layer 1 (full"),
     (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--max-attention-window", "12x"], "--max-attention-window"),
     (["deepseek-v3", "--gpu", "b200", "--tp", "8", "-c", "8k", "-p", "nvfp4"], "nvfp4"),
     (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "128k", "--max-tokens", "1000"], "not served"),

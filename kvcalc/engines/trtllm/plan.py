@@ -164,7 +164,7 @@ def trt_plan(job):
     if not job.analytic:
         raise KvcalcError(f"{spec.name}: no cache layers in this pipeline stage")
     layers, members, dtype = _layers(job)
-    windows = _windows(s, len(layers))
+    windows = _windows(s, members, layers)
     if dtype == "nvfp4" and any(layer.mla for layer in layers):
         raise _refuse(f"{TITLE} keeps no nvfp4 MLA cache in this profile; choose bf16 or fp8 ({{{{precision}}}})")
     tpb = s.tokens_per_block
@@ -215,13 +215,20 @@ def trt_plan(job):
                    max_seq_len=s.max_seq_len, estimation_requests=requests, estimation_tokens=tokens)
 
 
-def _windows(s, n: int) -> list[int] | None:
+def _windows(s, members: list, layers: list) -> list[int] | None:
     """Each local layer's window: max_attention_window repeated over the layers, each at most max_seq_len
     (_validate_and_adjust_attention_windows); None where every layer's is max_seq_len (one pool)."""
     vec = s.windows()
     if vec is None:
         return None
+    n = len(layers)
     per = [min(vec[i % len(vec)], s.max_seq_len) for i in range(n)]
+    for (layer, comp), one, w in zip(members, layers, per):
+        if w < s.max_seq_len and (one.window is None or w < one.window):
+            has = "full attention" if one.window is None else f"a {one.window:,}-token window"
+            raise _refuse(f"max_attention_window {s.max_attention_window}: layer {layer} ({comp}, {has}) would attend "
+                          f"to its last {w:,} tokens only, not the model the config states; give each layer at "
+                          "least its own window ({{max_attention_window}})")
     if len(set(per)) == 1:
         if per[0] < s.max_seq_len:
             raise _refuse(f"max_attention_window {s.max_attention_window}: one window shorter than max_seq_len "

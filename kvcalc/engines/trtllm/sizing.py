@@ -83,9 +83,8 @@ def estimation_tokens(max_num_tokens: int, max_seq_len: int, tokens_per_block: i
     length = min(max_num_tokens, max(1, max_seq_len - 1))
     extra = 1 + (1 if overlap else 0)
     full, rest = divmod(max_num_tokens, length)
-    lengths = [length] * full + ([rest] if rest else [])
-    blocks = sum(-(-(n + extra) // tokens_per_block) for n in lengths)
-    return len(lengths), blocks * tokens_per_block * beam
+    blocks = full * -(-(length + extra) // tokens_per_block) + (-(-(rest + extra) // tokens_per_block) if rest else 0)
+    return full + (1 if rest else 0), blocks * tokens_per_block * beam
 
 
 def available_memory(total: int, peak: int, temporary: int, fraction: float) -> int:
