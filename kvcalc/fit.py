@@ -161,7 +161,18 @@ def _settings(settings, engs) -> dict:
             whose = f"a setting of the {owner} engine, which this search does not plan on" if owner else \
                 "not a setting of any engine"
             raise KvcalcError(f"{k}: {whose} (engines searched: {', '.join(e.name for e in engs)})"[:300], param=k)
+    for k in MEASURED:
+        if k in given:
+            raise KvcalcError(f"{k}: a figure measured on one deployment; fit plans every GPU and layout, each with "
+                              "its own (give it to capacity for the deployment it was measured on)", param=k)
+    for e in engs:  # each engine's values checked once, before the search (a bad one is refused, not a miss)
+        e.settings({k: v for k, v in given.items() if k in {o.name for o in e.options}})
     return given
+
+
+#: engine settings that state what one deployment measured (TensorRT-LLM's profiling peak, the device's memory as it
+#: read it): fit, which plans every deployment, does not take them
+MEASURED = ("peak_memory_gib", "device_memory_gib")
 
 
 def _checked(spec, engines, precisions, weights_bytes=None):

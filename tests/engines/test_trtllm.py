@@ -102,7 +102,11 @@ def test_the_creator_and_the_pool_count_heads_differently_past_the_heads():
     cap = capacity("qwen2.5-7b", 8192, engine="trtllm", gpu="h100-sxm", parallel=Parallel(tp=8))
     f = cap.fit.figures
     assert (f.kv_bytes_per_token, f.pool_bytes_per_token) == (2 * 28 * 64 * 2, 2 * 28 * 128 * 2) == (7168, 14336)
-    assert f.blocks == math.ceil(cap.kv_pool_bytes_per_gpu // 7168 / 32)
+    # KvCacheCreator's max_tokens is the memory at 7,168 B; KVCacheManager then keeps min(that, the memory at
+    # 14,336 B a token): half, and the blocks are of that (the pool is never larger than the memory)
+    pool = cap.kv_pool_bytes_per_gpu
+    assert f.max_tokens == pool // 7168
+    assert f.blocks == math.ceil(pool / 14336 / 32) and f.kv_cache_bytes <= pool + 32 * 14336
     assert cap.plan.bytes_per_block == 32 * 14336
 
 
@@ -113,12 +117,13 @@ def test_nvfp4_values_and_scales():
 
 
 def test_max_tokens_caps_the_pool_and_the_host_pool_is_counted():
-    """max_tokens 100,000: the memory is capped at 100,000 x 131,072 B, ceil(100,000 / 32) = 3,125 blocks;
+    """max_tokens 100,000 caps KvCacheCreator's tokens (the memory stays the 58,648,786,619 B it computes):
+    ceil(100,000 / 32) = 3,125 blocks;
     host_cache_size 10 GiB: int((10,737,418,240 / 131,072) / 32) = 2,560 secondary blocks."""
     cap = capacity("llama-3.1-8b", 32768, engine="trtllm", gpu="h100-sxm",
                    settings={"max_tokens": 100_000, "host_cache_size": 10 * GIB})
     f = cap.fit.figures
-    assert cap.kv_pool_bytes_per_gpu == 100_000 * 131_072 and f.max_tokens == 100_000 and f.blocks == 3125
+    assert cap.kv_pool_bytes_per_gpu == 58_648_786_619 and f.max_tokens == 100_000 and f.blocks == 3125
     (tier,) = cap.tiers
     assert (tier.units_per_rank, tier.tokens_per_rank, tier.bytes_per_rank) == (2560, 2560 * 32, 10 * GIB)
     assert tier.requests == 2560 // 1024 == 2 and tier.json["secondary_blocks"] == 2560
@@ -198,3 +203,52 @@ def test_the_reverse_search_with_a_given_peak():
     best, cap = max_context(args, 50, 131072)
     assert cap.requests_per_replica >= 50 and cap.plan.context == best
     assert capacity(context=best + 1, **args).requests_per_replica < 50
+
+
+def test_max_num_tokens_is_clamped_to_max_seq_len_times_max_batch_size():
+    """model_engine.py _init_max_num_tokens: -c 2k with max_batch_size 1 takes max_num_tokens 2,048, the dummy
+    requests 2,047 + 1 tokens, each 2 more: ceil(2,049 / 32) + ceil(3 / 32) = 65 + 1 blocks = 2,112 tokens."""
+    cap = capacity("llama-3.1-8b", 2048, engine="trtllm", gpu="h100-sxm", settings={"max_batch_size": 1})
+    f = cap.fit.figures
+    assert (f.estimation_requests, f.estimation_tokens) == (2, (65 + 1) * 32) == (2, 2112)
+    assert cap.plan.settings_json["max_num_tokens"] == 2048
+
+
+def test_the_host_pool_splits_over_the_windows_like_the_gpus():
+    """gpt-oss-120b, max_attention_window 128,131072, host_cache_size 10 GiB: each window w gets
+    int(10 GiB x share_w / 36,864) // 32 blocks, share_128 = 64 / 65,600: int(163,840 x 64 / 65,600 ... ) = 8."""
+    cap = capacity("gpt-oss-120b", 131072, engine="trtllm", gpu="h200",
+                   settings={"max_attention_window": "128,131072", "host_cache_size": 10 * GIB})
+    per = Z.window_secondary_blocks(10 * GIB, {128: 36_864, 131072: 36_864}, 32)
+    assert per[128] == int(10 * GIB * 64 / 65_600 / 36_864) // 32 == 8
+    assert abs(per[131072] - int(10 * GIB * 65_536 / 65_600 / 36_864) // 32) <= 1
+    (tier,) = cap.tiers
+    assert tier.json["secondary_blocks"] == per[131072] and tier.requests == min(8 // 4, per[131072] // 4096)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--peak-memory-gib", "10"], "less than the weights"),
+    (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--peak-memory-gib", "30", "--max-num-tokens", "1000000"],
+     "does not fit under the peak"),
+    (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "-p", "nvfp4"], "Blackwell"),
+    (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--mtp"], "speculative decoding"),
+    (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--max-attention-window", "9" * 5000], "--max-attention-window"),
+    (["llama-3.1-8b", "--gpu", "h100-sxm", "-c", "8k", "--max-attention-window", "\u00b2"], "--max-attention-window"),
+])
+def test_more_refusals_are_one_line(cli, args, fragment):
+    r = cli("capacity", *args, "--engine", "trtllm")
+    assert r.code == 2 and r.err.count("\n") == 1 and fragment in r.err, r.err
+
+
+def test_fit_refuses_a_measured_peak_and_bad_values_up_front(cli):
+    for extra, flag in ((["--peak-memory-gib", "70"], "--peak-memory-gib"), (["--max-tokens", "-1"], "--max-tokens")):
+        r = cli("fit", "llama-3.1-8b", "-c", "8k", "-n", "1", "--gpu", "h100-sxm", "--engine", "trtllm", *extra)
+        assert r.code == 2 and r.err.startswith(f"kvcalc: error: {flag}:") and r.err.count("\n") == 1, r.err
+
+
+def test_a_max_seq_len_past_the_models_is_set_to_it():
+    """_init_max_seq_len: --max-seq-len 1M for Llama-3.1-8B (131,072) is lowered to 131,072 and requests of 8k are
+    still served; a request past 131,072 is refused."""
+    cap = capacity("llama-3.1-8b", 8192, engine="trtllm", gpu="h100-sxm", settings={"max_seq_len": 1 << 20})
+    assert cap.fit.figures.max_seq_len_asked == 131072
+    assert any("larger than what the model can support (131072)" in n for n in cap.notes)

@@ -8,5 +8,5 @@ TITLE = "exact"
 SUMMARY = "exact bytes, no paging: every request reserves what `kvcalc estimate` counts"
 OPTIONS = (
     Option("gpu_memory_utilization", "--gpu-memory-utilization", "Fraction of each GPU's total memory the "
-           "engine may use (vLLM 0.33 default 0.92).", float),
+           "engine may use (vLLM 0.33 default 0.92).", float, minimum=0.0, maximum=1.0),
 )

@@ -24,9 +24,6 @@ from .plan import TrtFigures, secondary_tier, trt_fit, trt_plan
 from .options import NAME, OPTIONS, SUMMARY, TITLE, VERSION
 from . import logs as _logs
 
-#: the rope types whose factor TensorRT-LLM does not multiply max_position_embeddings by
-#: (model_engine.py _infer_max_seq_len_from_config)
-ROPE_NOT_SCALED = ("su", "longrope", "llama3", "yarn")
 #: the model's dtype names -> TensorRT-LLM's cache dtype (kv_cache_config.dtype: auto = the model's, fp8, nvfp4)
 _FORMAT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8", "nvfp4": "nvfp4"}
 _DTYPE_FORMAT = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_e4m3", "nvfp4": "nvfp4"}
@@ -61,8 +58,11 @@ class Settings:
         """max_attention_window as sizes (None: every layer at max_seq_len)."""
         if self.max_attention_window is None:
             return None
+        import re
+
         parts = [p.strip() for p in str(self.max_attention_window).split(",")]
-        if not parts or len(parts) > MAX_WINDOWS or not all(p.isdigit() and 0 < int(p) <= 1 << 32 for p in parts):
+        if not parts or len(parts) > MAX_WINDOWS or \
+                not all(re.fullmatch(r"[0-9]{1,10}", p) and 0 < int(p) <= 1 << 32 for p in parts):
             raise KvcalcError(f"max_attention_window: window sizes in tokens, comma-separated (e.g. 128,131072), got "
                               f"{quote(self.max_attention_window)}", param="max_attention_window")
         return tuple(int(p) for p in parts)
@@ -88,6 +88,10 @@ class TrtBudget(Budget):
     max_tokens_bytes: int | None = None  # max_tokens x kv size per token, where max_tokens caps it
 
     def pool(self, weights: int, reserve: int) -> int:
+        if self.peak_bytes is not None and self.peak_bytes < weights:
+            raise NoRoom(f"{{{{engine}}}} {NAME}: the peak given, {self.peak_bytes / GIB:.2f} GiB ({{{{peak_memory_gib}}}}), is "
+                         f"less than the weights a GPU holds, {weights / GIB:.2f} GiB: a peak measured on another "
+                         "deployment (the profiling peak holds the weights)", "weights")
         free = self.device_bytes - (self.peak_bytes if self.peak_bytes is not None else weights + reserve)
         if free <= 0:
             used = (f"the peak {self.peak_bytes / GIB:.2f} GiB ({{{{peak_memory_gib}}}})" if self.peak_bytes is not None
@@ -109,9 +113,9 @@ class TrtBudget(Budget):
                                             "the profiling run's temporary cache cancels out")]
         rows.append((f"x {self.fraction} fraction", self.available_bytes,
                      "free_gpu_memory_fraction ({{free_gpu_memory_fraction}}), a float32"))
+        rows.append(("= KV cache memory", pool, f"{pool:,} B (TensorRT-LLM's \"available KV cache memory\")"))
         if self.max_tokens_bytes is not None and self.max_tokens_bytes < self.available_bytes:
             rows.append(("max_tokens cap", self.max_tokens_bytes, "max_tokens x kv size per token ({{max_tokens}})"))
-        rows.append(("= KV cache memory", pool, f"{pool:,} B"))
         return rows
 
 
@@ -144,8 +148,10 @@ class TrtllmEngine(BlockPoolMixin, Engine):
     # ---- settings ---------------------------------------------------------------------------------------
     def settings(self, values=None, *, gpu=None, model=None):
         given = dict(values or {}) if not isinstance(values, Settings) else values
-        if isinstance(given, dict) and given.get("max_seq_len") is not None:
-            given["max_seq_len_given"] = True
+        if isinstance(given, dict):
+            given.pop("max_seq_len_given", None)  # kvcalc's own: set from max_seq_len, never given
+            if given.get("max_seq_len") is not None:
+                given["max_seq_len_given"] = True
         return super().settings(given, gpu=gpu, model=model)
 
     def _at_context(self, settings, context: int):
@@ -166,15 +172,8 @@ class TrtllmEngine(BlockPoolMixin, Engine):
         return out
 
     def context_limit(self, spec) -> int | None:
-        """model_engine.py _infer_max_seq_len_from_config: max_position_embeddings, times the rope factor unless
-        the rope type is su, longrope, llama3 or yarn."""
-        base = spec.max_context
-        if base is None:
-            return None
-        rs = spec.rope_scaling
-        if rs is not None and rs.factor is not None and rs.type not in ROPE_NOT_SCALED and rs.factor != 1:
-            return math.ceil(base * rs.factor)
-        return base
+        """model_engine.py _infer_max_seq_len_from_config (:func:`.sizing.inferred_max_seq_len`)."""
+        return Z.inferred_max_seq_len(spec)
 
     def default_context(self, spec, settings=None) -> int | None:
         if settings is not None and settings.max_seq_len is not None:
@@ -182,17 +181,18 @@ class TrtllmEngine(BlockPoolMixin, Engine):
         return self.context_limit(spec)
 
     def check_context(self, spec, context: int, settings) -> None:
-        """model_engine.py _init_max_seq_len: a max_seq_len past the model's is set to the model's, and a request
-        longer than max_seq_len is rejected."""
+        """model_engine.py _init_max_seq_len: a max_seq_len past the model's is set to the model's (the plan says
+        so), and a request longer than max_seq_len is rejected."""
         limit = self.context_limit(spec)
-        for n, what in ((context, "a request of"), (settings.max_seq_len, "max_seq_len")):
-            if n is not None and limit is not None and n > limit:
-                raise KvcalcError(f"{TITLE}: Specified max_seq_len={n} is larger than what the model can support "
-                                  f"({limit}). Setting max_seq_len to {limit}: {what} {n:,} tokens is not served "
-                                  f"({spec.name}'s {{{{context}}}} may be at most {limit:,})", param="context")
-        if settings.max_seq_len is not None and context > settings.max_seq_len:
-            raise KvcalcError(f"{TITLE} rejects a request of {context:,} tokens: max_seq_len is "
-                              f"{settings.max_seq_len:,} ({{{{max_seq_len}}}})", param="context")
+        if limit is not None and context > limit:
+            raise KvcalcError(f"{TITLE}: Specified max_seq_len={context} is larger than what the model can support "
+                              f"({limit}). Setting max_seq_len to {limit}: a request of {context:,} tokens is not "
+                              f"served ({spec.name}'s {{{{context}}}} may be at most {limit:,})", param="context")
+        seq = settings.max_seq_len if limit is None or settings.max_seq_len is None else \
+            min(settings.max_seq_len, limit)
+        if seq is not None and context > seq:
+            raise KvcalcError(f"{TITLE} rejects a request of {context:,} tokens: max_seq_len is {seq:,} "
+                              "({{max_seq_len}})", param="context")
 
     def running_limit(self, settings) -> tuple[str, int]:
         """The scheduler runs at most max_batch_size requests at once."""
@@ -226,16 +226,19 @@ class TrtllmEngine(BlockPoolMixin, Engine):
 
     def kv_cache_memory(self, plans, budget, free, settings):
         """KvCacheCreator: ``int((total - peak + temporary) x fraction)``; with the peak modelled as weights + reserve
-        + temporary, ``int((total - weights - reserve) x fraction)``; max_tokens caps it at max_tokens x kv size."""
+        + temporary, ``int((total - weights - reserve) x fraction)``. max_tokens caps the tokens the count takes
+        (``min(memory // kv size, max_tokens)``, which is the memory capped at max_tokens x kv size)."""
         p = max(plans, key=lambda q: q.creator_bytes_per_token)
         temporary = p.estimation_bytes if budget.peak_bytes is not None else 0
+        if temporary > budget.peak_bytes if budget.peak_bytes is not None else False:
+            raise NoRoom(f"{{{{engine}}}} {NAME}: the profiling run's temporary cache, {p.estimation_tokens:,} tokens = "
+                         f"{temporary / GIB:.2f} GiB, does not fit under the peak given, {budget.peak_bytes / GIB:.2f} "
+                         "GiB ({{peak_memory_gib}}): the peak was measured with other settings ({{max_num_tokens}}, "
+                         "{{max_seq_len}})", "weights")
         available = Z.available_memory(free, 0, temporary, budget.fraction)
-        pool, cap = available, None
-        if settings.max_tokens is not None:
-            cap = settings.max_tokens * p.creator_bytes_per_token
-            pool = min(pool, cap)
+        cap = None if settings.max_tokens is None else settings.max_tokens * p.creator_bytes_per_token
         return replace(budget, temporary_bytes=p.estimation_bytes, available_bytes=available,
-                       max_tokens_bytes=cap), pool
+                       max_tokens_bytes=cap), available
 
     # ---- requests in the pool ---------------------------------------------------------------------------
     def fit(self, plans, pool: int, settings, parallel) -> Fit:

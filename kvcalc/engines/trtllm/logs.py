@@ -34,7 +34,7 @@ from . import sizing as Z
 _PEAK = "Peak memory during memory usage profiling"
 #: figures read again after the Peak line (the pool's, not the profiling run's)
 _FINAL = ("both_tokens", "allocated_gib", "allocated_tokens", "seq_len_line", "adjusted_seq_len", "tokens_per_block",
-          "secondary_blocks", "max_batch_size", "max_num_tokens", "blocks_per_seq")
+          "secondary_blocks", "max_batch_size", "max_num_tokens", "blocks_per_seq", "estimated_gib")
 
 
 class TrtllmLogReader(LogReader):
@@ -60,6 +60,7 @@ class TrtllmLogReader(LogReader):
         "max_tokens_given": re.compile(r"max_tokens=(\d+) is provided"),
         "secondary_blocks": re.compile(r"secondary blocks=(\d+)"),
         "blocks_per_seq": re.compile(r"Max KV cache (?:pages|blocks) per sequence: (\d+)"),
+        "estimated_gib": re.compile(r"Estimated max memory in KV cache : ([\d.]+) GiB"),
     }
     hints = {"version": "TensorRT-LLM version: ", "inferred_seq_len": "using inferred value ",
              "window_asked": "Attention window size ", "both_tokens": "Both free_gpu_memory_fraction and max_tokens",
@@ -69,11 +70,13 @@ class TrtllmLogReader(LogReader):
              "available_gib": "available KV cache memory when calculating max tokens: ",
              "fraction": "fraction is set ", "kv_size": "kv size ", "device_gib": "device total memory ",
              "tmp_gib": " GiB", "adjusted_seq_len": "Adjusted max_seq_len to ", "max_tokens_given": " is provided",
-             "secondary_blocks": "secondary blocks=", "blocks_per_seq": "Max KV cache "}
+             "secondary_blocks": "secondary blocks=", "blocks_per_seq": "Max KV cache ",
+             "estimated_gib": "Estimated max memory in KV cache : "}
     ints = frozenset({"inferred_seq_len", "window_asked", "both_tokens", "tokens_per_block", "allocated_tokens",
                       "seq_len_line", "max_num_tokens", "max_batch_size", "kv_size", "adjusted_seq_len",
                       "max_tokens_given", "secondary_blocks", "blocks_per_seq"})
-    floats = frozenset({"allocated_gib", "peak_gib", "available_gib", "fraction", "device_gib", "tmp_gib"})
+    floats = frozenset({"allocated_gib", "peak_gib", "available_gib", "fraction", "device_gib", "tmp_gib",
+                        "estimated_gib"})
     minimums = {"tokens_per_block": 1, "kv_size": 1}
     figures = ("allocated_tokens", "kv_size", "peak_gib")
     looked_for = "'[MemUsageChange] Allocated ... GiB for max tokens in paged KV cache', 'kv size is'"
@@ -87,9 +90,15 @@ class TrtllmLogReader(LogReader):
         facts = super().parse(text, source)
         at = text.find(_PEAK)
         if at < 0 or "peak_gib" not in facts.values:
-            facts.values.update({f"final_{k}": facts.values[k] for k in _FINAL if k in facts.values})
-            facts.lines.update({f"final_{k}": facts.lines[k] for k in _FINAL if k in facts.lines})
-            return facts
+            # no profiling line: the pool is the last one allocated (a log of the profiling run alone is said so)
+            last = text.rfind("[MemUsageChange] Allocated ")
+            before_last = text.rfind("[MemUsageChange] Allocated ", 0, last) if last >= 0 else -1
+            if before_last < 0:
+                facts.values.update({f"final_{k}": facts.values[k] for k in _FINAL if k in facts.values})
+                facts.lines.update({f"final_{k}": facts.lines[k] for k in _FINAL if k in facts.lines})
+                return facts
+            facts.notes.append("the log has two pools and no 'Peak memory' line: the last one is read as the pool")
+            at = text.find("\n", before_last) + 1
         start = text.rfind("\n", 0, at) + 1
         before = text.count("\n", 0, start)
         after = super().parse(text[start:], source)
@@ -193,6 +202,8 @@ class TrtllmLogReader(LogReader):
         if memory is not None:
             lo, hi = memory
             row("available KV cache memory", "available_gib", (float(Z.gib(lo)), float(Z.gib(hi))), unit="GiB")
+            if not p.settings.max_tokens and not p.settings.max_gpu_total_bytes:  # the same memory, logged again
+                row("Estimated max memory", "final_estimated_gib", (float(Z.gib(lo)), float(Z.gib(hi))), unit="GiB")
             row("max_tokens", "final_both_tokens", (lo // p.creator_bytes_per_token, hi // p.creator_bytes_per_token),
                 unit="tokens")
         max_tokens = v.get("final_both_tokens")
@@ -203,6 +214,8 @@ class TrtllmLogReader(LogReader):
                 unit="GiB")
             seq = p.settings.max_seq_len
             row("max_seq_len", "final_seq_len_line", min(seq, blocks * tpb) if seq else blocks * tpb, unit="tokens")
+            if seq and seq > blocks * tpb:
+                row("Adjusted max_seq_len", "final_adjusted_seq_len", blocks * tpb, unit="tokens")
         elif "final_allocated_tokens" in v:
             tokens = v["final_allocated_tokens"]
             row("Allocated", "final_allocated_gib", float(Z.gib(tokens * p.manager_bytes_per_token)), unit="GiB")
@@ -217,11 +230,12 @@ class TrtllmLogReader(LogReader):
     def _memory(v: dict, p) -> tuple[int, int] | None:
         """``int((total - peak + temporary) x fraction)`` over the range the log's two-decimal total and peak stand
         for (each +- 0.005 GiB)."""
-        if "device_gib" not in v or "peak_gib" not in v:
+        s = p.settings
+        if s.device_memory_gib is None or s.peak_memory_gib is None:
             return None
-        f = p.settings.fraction
-        half = 0.005 * GIB
-        t, peak = v["device_gib"] * GIB, v["peak_gib"] * GIB
+        f = s.fraction
+        half = 0.005 * GIB  # the log's two decimals (a figure given on the command line is read the same way)
+        t, peak = s.device_memory_gib * GIB, s.peak_memory_gib * GIB
         lo = Z.available_memory(int(t - half), int(peak + half), p.estimation_bytes, f)
         hi = Z.available_memory(int(t + half), int(peak - half), p.estimation_bytes, f)
         return lo, hi

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ...errors import KvcalcError, NoRoom
+from ...hardware import arch_major
 from ...pool import BlockPoolPlan, GroupKind, Layout, PlanGroup, PlanPage, longest_context
 from ...specs import MLALatent, SlidingWindowAttention
 from ..base import EngineFigures, Fit, HostTier
@@ -59,14 +60,21 @@ class TrtPlan(BlockPoolPlan):
         return min(blocks[w] // -(-min(ctx, w) // self.tokens_per_block) for w, _, _ in self.windows)
 
     def max_tokens(self, pool: int) -> int:
-        """KvCacheCreator: the pool's bytes // the creator's bytes per token."""
-        return pool // self.creator_bytes_per_token
+        """KvCacheCreator's max_tokens: the memory // the creator's bytes per token, at most the user's max_tokens."""
+        n = pool // self.creator_bytes_per_token
+        return n if self.settings.max_tokens is None else min(n, self.settings.max_tokens)
+
+    def pool_tokens(self, pool: int) -> float:
+        """KVCacheManager.calculate_max_num_blocks: ``min(max_tokens, fraction x free / bytes per token)``, the free
+        memory once the profiling run is gone (what the memory figure was a fraction of), at the pool's bytes per
+        token: fewer where tp exceeds the KV heads (ceil(kv_heads / tp) heads a layer)."""
+        return min(self.max_tokens(pool), pool / self.manager_bytes_per_token)
 
     def num_blocks(self, pool_bytes: int) -> int:
         """Primary blocks (with windows: the largest window's pool)."""
         if self.windows:
             return self.window_blocks(pool_bytes)[self.windows[-1][0]]
-        return Z.primary_blocks(self.max_tokens(pool_bytes), self.tokens_per_block)
+        return Z.primary_blocks(self.pool_tokens(pool_bytes), self.tokens_per_block)
 
     def requests_that_fit(self, num_blocks: int) -> int:
         return num_blocks // self.blocks_per_request
@@ -161,19 +169,38 @@ def trt_plan(job):
     spec, s = job.model, job.settings
     if s.max_seq_len is None:
         s = replace(s, max_seq_len=job.context)
+    notes = []
+    limit = Z.inferred_max_seq_len(spec)
+    if limit is not None and s.max_seq_len > limit:  # model_engine.py _init_max_seq_len
+        notes.append(f"Specified max_seq_len={s.max_seq_len} is larger than what the model can support ({limit}): "
+                     f"TensorRT-LLM sets max_seq_len to {limit}")
+        s = replace(s, max_seq_len=limit)
+    if s.max_seq_len != job.context:
+        notes.append(f"max_seq_len {s.max_seq_len:,} ({{{{max_seq_len}}}}); the requests counted are of {job.context:,} "
+                     "tokens")
+    if job.mtp:
+        raise _refuse(f"{TITLE}'s speculative decoding (MTP draft layers and tokens) is not modelled; plan without "
+                      "{{mtp}}")
     if not job.analytic:
         raise KvcalcError(f"{spec.name}: no cache layers in this pipeline stage")
     layers, members, dtype = _layers(job)
     windows = _windows(s, members, layers)
     if dtype == "nvfp4" and any(layer.mla for layer in layers):
         raise _refuse(f"{TITLE} keeps no nvfp4 MLA cache in this profile; choose bf16 or fp8 ({{{{precision}}}})")
+    if dtype == "nvfp4" and (arch_major(s.arch) or 0) < 10:
+        raise _refuse(f"{TITLE}'s nvfp4 KV cache runs on Blackwell (sm100 and later), not on {s.arch or 'Hopper'} "
+                      "({{precision}}, {{gpu}})")
     tpb = s.tokens_per_block
     creator = Z.creator_bytes_per_token(layers, dtype, job.tp)
     manager = Z.manager_bytes_per_token(layers, dtype, job.tp)
     if creator <= 0 or manager <= 0:
         raise _refuse(f"{spec.name} on {job.tp} ranks: {TITLE}'s kv size per token is {creator} B "
                       "(head_dim x kv_heads // tp is 0); a smaller tp")
-    requests, tokens = Z.estimation_tokens(s.max_num_tokens, s.max_seq_len, tpb, not s.disable_overlap_scheduler)
+    n = Z.effective_max_num_tokens(s.max_num_tokens, s.max_seq_len, s.max_batch_size)
+    if n < s.max_num_tokens:
+        notes.append(f"max_num_tokens {s.max_num_tokens:,} is more than max_seq_len x max_batch_size: TensorRT-LLM "
+                     f"takes {n:,} (model_engine.py _init_max_num_tokens)")
+    requests, tokens = Z.estimation_tokens(n, s.max_seq_len, tpb, not s.disable_overlap_scheduler)
     if s.max_tokens is not None:  # try_prepare_estimation: the smaller of it and the user's max_tokens, whole blocks
         tokens = min(tokens, s.max_tokens) // tpb * tpb
     pages: dict[tuple, int] = {}
@@ -182,7 +209,6 @@ def trt_plan(job):
         pages[(comp, per)] = pages.get((comp, per), 0) + 1
     fmt = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_e4m3", "nvfp4": "nvfp4"}[dtype]
     groups, by_window = _groups(job, members, layers, windows, dtype, fmt, tpb)
-    notes = []
     if by_window:
         notes.append(f"max_attention_window {s.max_attention_window}: a pool per window size, the memory split in "
                      "proportion to window x bytes per token (kvCacheManager.cpp calculateMaxNumBlocks), each capped "
@@ -203,6 +229,7 @@ def trt_plan(job):
             "max_seq_len": s.max_seq_len, "kv_cache_dtype": dtype, "enable_block_reuse": s.enable_block_reuse,
             "disable_overlap_scheduler": s.disable_overlap_scheduler, "host_cache_size": s.host_cache_size,
             "peak_memory_gib": s.peak_memory_gib, "device_memory_gib": s.device_memory_gib}
+    used["max_num_tokens"] = n
     return TrtPlan(engine=NAME, engine_version=VERSION, model=spec.name,
                    precision=job.precision.name, context=job.context, settings=s, settings_json=used,
                    groups=groups, analytic_bytes=job.total, notes=tuple(notes), fill_chunk=s.max_num_tokens,
@@ -286,7 +313,8 @@ def _window_fit(plans: list, pool: int, settings) -> Fit:
     running = min(held, settings.max_batch_size)
     cache_bytes = sum(blocks[w] * tpb * b for w, _, b in p.windows)
     max_tokens = min(q.max_tokens(pool) for q in plans)
-    lines = ["Blocks per window size:"] + [f"[windowSize={w}] {{.primaryBlocks={n}, .secondayBlocks=0}}"
+    second = Z.window_secondary_blocks(settings.host_cache_size, {w: b for w, _, b in p.windows}, tpb)
+    lines = ["Blocks per window size:"] + [f"[windowSize={w}] {{.primaryBlocks={n}, .secondayBlocks={second[w]}}}"
                                            for w, n in blocks.items()]
     text = [f"KvCacheCreator: {pool:,} B, max_tokens {max_tokens:,} (at {p.creator_bytes_per_token:,} B a token) caps "
             f"every window's pool; {TITLE} would log: " + " / ".join(lines) + f"; {cache_bytes:,} B in all.",
@@ -298,7 +326,7 @@ def _window_fit(plans: list, pool: int, settings) -> Fit:
                     f"to {seq}\".")
     figures = TrtFigures(p.creator_bytes_per_token, p.manager_bytes_per_token, tpb, blocks[p.windows[-1][0]],
                          max_tokens, cache_bytes, seq, p.max_seq_len, p.estimation_requests, p.estimation_tokens,
-                         p.estimation_bytes, pool, settings.max_batch_size, running, 0)
+                         p.estimation_bytes, pool, settings.max_batch_size, running, second[p.windows[-1][0]])
     return Fit(blocks[p.windows[-1][0]], held, held, sum(blocks.values()) * tpb, tuple(text), figures=figures)
 
 
@@ -310,7 +338,8 @@ def trt_fit(plans: list, pool: int, settings) -> Fit:
     p = max(plans, key=lambda q: q.creator_bytes_per_token)
     tpb = p.tokens_per_block
     max_tokens = min(q.max_tokens(pool) for q in plans)
-    blocks = Z.primary_blocks(max_tokens, tpb)
+    tokens = min(q.pool_tokens(pool) for q in plans)  # the manager's own check, then an all-reduce MIN
+    blocks = Z.primary_blocks(tokens, tpb)
     upper = blocks * tpb  # get_max_atten_window_upper_bound: beam 1, no sink tokens
     seq = min(p.max_seq_len, upper)
     per = p.blocks_per_request
@@ -328,13 +357,21 @@ def trt_fit(plans: list, pool: int, settings) -> Fit:
     lines = [f"KvCacheCreator: {pool:,} B // {p.creator_bytes_per_token:,} B a token (\"kv size is "
              f"{p.creator_bytes_per_token}\") = max_tokens {max_tokens:,}; {blocks:,} blocks of {tpb} tokens "
              f"(ceil, 1.1's calculate_max_num_blocks) x {tpb * p.manager_bytes_per_token:,} B = {cache_bytes:,} B.",
-             f"The profiling run's temporary cache: {p.estimation_requests} dummy request(s) of max_num_tokens "
-             f"{settings.max_num_tokens:,}, {p.estimation_tokens:,} tokens = {p.estimation_bytes:,} B (the log's "
-             f"\"tmp kv_mem {Z.gib(p.estimation_bytes)} GiB\").",
+             f"The profiling run's temporary cache: {p.estimation_requests:,} dummy request(s) summing to "
+             f"max_num_tokens {p.settings_json['max_num_tokens']:,}, {p.estimation_tokens:,} tokens = "
+             f"{p.estimation_bytes:,} B (the log's \"tmp kv_mem {Z.gib(p.estimation_bytes)} GiB\"); "
+             + ("its peak given, it is added back." if settings.peak_memory_gib is not None else
+                "it cancels out of the modelled peak."),
              f"{TITLE} would log: {log}"]
     if p.max_seq_len > upper:
         lines.append(f"max_seq_len {p.max_seq_len:,} is longer than the pool's {upper:,} tokens: TensorRT-LLM logs "
                      f"\"Adjusted max_seq_len to {upper}\"; requests of {p.context:,} tokens still fit.")
+    if tokens < max_tokens:
+        lines.append(f"KVCacheManager keeps {tokens:,.0f} tokens: the memory at {p.manager_bytes_per_token:,} B a token "
+                     "(ceil(kv_heads / tp) heads a layer), fewer than KvCacheCreator's max_tokens.")
+    if p.dtype == "nvfp4":
+        lines.append("The nvfp4 pool's \"Allocated\" line is kvcalc's bytes; TensorRT-LLM's own log line for FP4 pools "
+                     "may print another figure (kvCacheManager.cpp allocatePools scales FP4 volumes).")
     lines.append(f"Requests of {p.context:,} tokens: {blocks:,} // {per:,} blocks = {held:,}; the scheduler runs at "
                  f"most max_batch_size {settings.max_batch_size:,} at once ({running:,}).")
     figures = TrtFigures(p.creator_bytes_per_token, p.manager_bytes_per_token, tpb, blocks, max_tokens, cache_bytes,
@@ -351,8 +388,20 @@ def secondary_tier(cap) -> HostTier | None:
     if not s.host_cache_size:
         return None
     tpb, bpt = p.tokens_per_block, p.manager_bytes_per_token
-    n = Z.secondary_blocks(s.host_cache_size, bpt, tpb)
     ranks = cap.parallel.tp * cap.parallel.pp
+    if p.windows:  # calculateMaxNumBlocks: the host memory split over the windows like the GPU's
+        per = Z.window_secondary_blocks(s.host_cache_size, {w: b for w, _, b in p.windows}, tpb)
+        held = sum(per[w] * tpb * b for w, _, b in p.windows)
+        requests = min(per[w] // -(-min(p.context, w) // tpb) for w, _, _ in p.windows)
+        n = per[p.windows[-1][0]]
+        lines = (f"Host (secondary) pools: host_cache_size {s.host_cache_size:,} B split over the windows like the "
+                 "GPU's: " + ", ".join(f"window {w}: {per[w]:,} blocks" for w, _, _ in p.windows)
+                 + f" a rank ({held:,} B); they keep {requests:,} more request(s) of {p.context:,} tokens.",)
+        return HostTier("TensorRT-LLM secondary pools", n * tpb, held, "block", n, tpb, tpb * p.windows[-1][2], ranks,
+                        ranks * held, requests, lines=lines,
+                        source="kvCacheManager.cpp BaseKVCacheManager::calculateMaxNumBlocks",
+                        json={"secondary_blocks": n, "host_cache_tokens": n * tpb, "host_cache_bytes": held})
+    n = Z.secondary_blocks(s.host_cache_size, bpt, tpb)
     unit = tpb * bpt
     requests = n // p.blocks_per_request
     lines = (f"Host (secondary) pool: host_cache_size {s.host_cache_size:,} B // {bpt:,} B a token // {tpb} = {n:,} "

@@ -74,6 +74,11 @@ def manager_bytes_per_token(layers: list[Layer], dtype: str, tp: int) -> int:
     return e * DTYPE_BYTES[dtype]
 
 
+def effective_max_num_tokens(max_num_tokens: int, max_seq_len: int, max_batch_size: int) -> int:
+    """model_engine.py ``_init_max_num_tokens``: max_num_tokens at most max_seq_len x max_batch_size."""
+    return min(max_num_tokens, max_seq_len * max_batch_size)
+
+
 def estimation_tokens(max_num_tokens: int, max_seq_len: int, tokens_per_block: int, overlap: bool,
                       beam: int = 1) -> tuple[int, int]:
     """``KvCacheCreator._get_token_num_for_estimation``: the profiling run's dummy requests, each
@@ -112,6 +117,31 @@ def window_shares(windows: dict[int, int]) -> dict[int, float]:
     c = {w: f32(v * f32(float(w))) for w, v in c.items()}
     norm = f32(sum(c.values()))
     return {w: f32(v / norm) for w, v in c.items()}
+
+
+def window_secondary_blocks(host: int | None, windows: dict[int, int], tokens_per_block: int) -> dict[int, int]:
+    """calculateMaxNumBlocks's secondary blocks per window: ``max(0, int32(host x share_w / bpt_w) / tpb)``."""
+    if not host:
+        return {w: 0 for w in windows}
+    return {w: max(0, int(f32(host * share) / windows[w]) // tokens_per_block)
+            for w, share in window_shares(windows).items()}
+
+
+#: the rope types whose factor TensorRT-LLM does not multiply max_position_embeddings by
+#: (model_engine.py _infer_max_seq_len_from_config)
+ROPE_NOT_SCALED = ("su", "longrope", "llama3", "yarn")
+
+
+def inferred_max_seq_len(spec) -> int | None:
+    """model_engine.py _infer_max_seq_len_from_config: max_position_embeddings, times the rope factor (rounded up)
+    unless the rope type is su, longrope, llama3 or yarn."""
+    base = spec.max_context
+    if base is None:
+        return None
+    rs = spec.rope_scaling
+    if rs is not None and rs.factor is not None and rs.type not in ROPE_NOT_SCALED and rs.factor != 1:
+        return math.ceil(base * rs.factor)
+    return base
 
 
 def window_blocks(memory: int, windows: dict[int, int], tokens_per_block: int,

@@ -15,7 +15,7 @@ MAX_TOKENS_SETTING = 1 << 24
 
 OPTIONS = (
     Option("gpu_memory_utilization", "--gpu-memory-utilization", "Fraction of each GPU's total memory vLLM "
-           "may use (vLLM 0.33 default 0.92).", float),
+           "may use (vLLM 0.33 default 0.92).", float, minimum=0.0, maximum=1.0),
     Option("block_size", "--block-size", "Tokens per block (default: what vLLM's backends pick; check-log: "
            "from the log).", int, ("capacity", "check-log", "transfer"), minimum=1, maximum=MAX_TOKENS_SETTING),
     Option("max_num_batched_tokens", "--max-num-batched-tokens", "vLLM's per-step token budget (default: "
