@@ -12,7 +12,6 @@ sources, is :mod:`.sizing`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from ...errors import KvcalcError, NoRoom, quote
