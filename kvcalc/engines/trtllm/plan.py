@@ -230,6 +230,7 @@ def trt_plan(job):
             "disable_overlap_scheduler": s.disable_overlap_scheduler, "host_cache_size": s.host_cache_size,
             "peak_memory_gib": s.peak_memory_gib, "device_memory_gib": s.device_memory_gib}
     used["max_num_tokens"] = n
+    used["block_rounding"] = Z.ROUNDING  # 1.1's calculate_max_num_blocks rounds the primary blocks up
     return TrtPlan(engine=NAME, engine_version=VERSION, model=spec.name,
                    precision=job.precision.name, context=job.context, settings=s, settings_json=used,
                    groups=groups, analytic_bytes=job.total, notes=tuple(notes), fill_chunk=s.max_num_tokens,
@@ -327,7 +328,8 @@ def _window_fit(plans: list, pool: int, settings) -> Fit:
     figures = TrtFigures(p.creator_bytes_per_token, p.manager_bytes_per_token, tpb, blocks[p.windows[-1][0]],
                          max_tokens, cache_bytes, seq, p.max_seq_len, p.estimation_requests, p.estimation_tokens,
                          p.estimation_bytes, pool, settings.max_batch_size, running, second[p.windows[-1][0]])
-    return Fit(blocks[p.windows[-1][0]], held, held, sum(blocks.values()) * tpb, tuple(text), figures=figures)
+    return Fit(blocks[p.windows[-1][0]], held, held, sum(blocks.values()) * tpb, tuple(text), figures=figures,
+               notes=_basis_notes(settings))
 
 
 def trt_fit(plans: list, pool: int, settings) -> Fit:
@@ -378,7 +380,20 @@ def trt_fit(plans: list, pool: int, settings) -> Fit:
                          seq, p.max_seq_len, p.estimation_requests, p.estimation_tokens, p.estimation_bytes, pool,
                          settings.max_batch_size, running,
                          Z.secondary_blocks(settings.host_cache_size, p.manager_bytes_per_token, tpb))
-    return Fit(blocks, held, blocks / per, blocks * tpb, tuple(lines), figures=figures, log_line=log)
+    return Fit(blocks, held, blocks / per, blocks * tpb, tuple(lines), figures=figures, log_line=log,
+               notes=_basis_notes(settings))
+
+
+def _basis_notes(settings) -> tuple[str, ...]:
+    """What the memory figure rests on, where the user gave it."""
+    out = []
+    if settings.peak_memory_gib is not None:
+        out.append(f"the profiling peak is the one given ({settings.peak_memory_gib:g} GiB, {{{{peak_memory_gib}}}}): the "
+                   "weights and reserve figures are shown, not used")
+    if settings.device_memory_gib is not None:
+        out.append(f"the device's total is the one given ({settings.device_memory_gib:g} GiB, "
+                   "{{device_memory_gib}}), not the catalogue GPU's")
+    return tuple(out)
 
 
 def secondary_tier(cap) -> HostTier | None:
