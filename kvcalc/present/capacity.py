@@ -165,15 +165,17 @@ def _render_groups(con, c) -> None:
     for grp in p.groups:
         g.add_row(f"{grp.index} {grp.kind_name}", grp.label, _layers_text(grp.layers), f"{grp.block_size}",
                   f"{grp.page_bytes:,}", f"{grp.blocks_per_request:,}",
-                  format_bytes(grp.blocks_per_request * p.bytes_per_block), format_bytes(grp.analytic_bytes))
+                  format_bytes(p.group_reserve(grp)), format_bytes(grp.analytic_bytes))
     g.add_row("total", "", "", "", f"{p.bytes_per_block:,}", f"{p.blocks_per_request:,}",
               format_bytes(p.per_request_bytes), format_bytes(p.analytic_bytes))
     if "layers" in con.table(g):
         for grp in p.groups:
             con.print(f"  group {grp.index}: layers {_layers_text(grp.layers)}; blocks of {grp.block_size} tokens, "
                       f"pages {grp.page_bytes:,} B")
-    con.print(f"One request at {ctx_text(p.context)} reserves {format_bytes(p.per_request_bytes)} "
-              f"({p.blocks_per_request:,} blocks x {p.bytes_per_block:,} B, the widest group's block); it holds "
+    how = (f"{p.blocks_per_request:,} blocks x {p.bytes_per_block:,} B, the widest group's block"
+           if p.per_request_bytes == p.blocks_per_request * p.bytes_per_block else
+           "each group's blocks at its own page, and any state slot")
+    con.print(f"One request at {ctx_text(p.context)} reserves {format_bytes(p.per_request_bytes)} ({how}); it holds "
               f"{format_bytes(p.analytic_bytes)} exactly (complete basis, in the formats {c.engine.title} stores).")
 
 

@@ -252,3 +252,24 @@ def test_a_max_seq_len_past_the_models_is_set_to_it():
     cap = capacity("llama-3.1-8b", 8192, engine="trtllm", gpu="h100-sxm", settings={"max_seq_len": 1 << 20})
     assert cap.fit.figures.max_seq_len_asked == 131072
     assert any("larger than what the model can support (131072)" in n for n in cap.notes)
+
+
+def test_a_mamba_hybrid_keeps_its_state_in_max_batch_size_slots():
+    """Nemotron-H 56B at tp 4 (MambaCacheManager): a Mamba layer's slot on a rank is conv (16,384 + 2 x 8 x 256) / 4
+    x 3 + ssm 256 / 4 x 64 x 256 values, in bf16: (15,360 + 1,048,576) x 2 = 2,127,872 B; 54 layers = 114,905,088 B
+    a request; max_batch_size 32 slots = 3,676,962,816 B, allocated before the profiling run, so off the memory the
+    fraction takes. The KV cache pages the 10 attention layers: 2 x 10 x (128 x 8 // 4) x 2 B = 10,240 a token."""
+    cap = capacity("nemotron-h-56b", 8192, engine="trtllm", gpu="h200", parallel=Parallel(tp=4),
+                   weights_bytes=104 * GIB, settings={"enable_block_reuse": False, "max_batch_size": 32})
+    f = cap.fit.figures
+    assert cap.plan.state_bytes == (15_360 + 1_048_576) * 2 * 54 == 114_905_088
+    assert f.kv_bytes_per_token == 2 * 10 * 256 * 2 == 10_240
+    free = cap.gpu.memory_bytes - cap.weights_bytes_per_gpu - 4 * GIB - 32 * 114_905_088
+    assert cap.kv_pool_bytes_per_gpu == int(free * F32_09)
+    assert cap.requests_per_replica == min(f.blocks // 256, 32) == 32
+    # block reuse on (TensorRT-LLM's default) is what the hybrid manager asserts against; 2,048 slots do not fit
+    with pytest.raises(KvcalcError, match="requires block reuse to be disabled"):
+        capacity("nemotron-h-56b", 8192, engine="trtllm", gpu="h200", parallel=Parallel(tp=4), weights_bytes=104 * GIB)
+    with pytest.raises(KvcalcError, match="Mamba state of max_batch_size 2,048"):
+        capacity("nemotron-h-56b", 8192, engine="trtllm", gpu="h200", parallel=Parallel(tp=4),
+                 weights_bytes=104 * GIB, settings={"enable_block_reuse": False})

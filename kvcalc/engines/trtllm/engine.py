@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ...errors import KvcalcError, NoRoom, quote
-from ...specs import FullAttention, MLALatent, SlidingWindowAttention
+from ...specs import FullAttention, Mamba2State, MLALatent, SlidingWindowAttention
 from ...units import GIB
 from ..base import Budget, BudgetStep, BlockPoolMixin, Engine, Fit
 from . import sizing as Z
@@ -83,6 +83,7 @@ class TrtBudget(Budget):
     peak_bytes: int | None = None
     device_given: bool = False
     temporary_bytes: int = 0  # the profiling run's cache (added back where the peak is given)
+    state_bytes: int = 0  # Mamba state of max_batch_size slots, where the peak is modelled
     available_bytes: int = 0  # int((total - peak + temporary) x fraction)
     max_tokens_bytes: int | None = None  # max_tokens x kv size per token, where max_tokens caps it
 
@@ -110,6 +111,9 @@ class TrtBudget(Budget):
             rows += [("- weights", weights, "the model's, split by the layout"),
                      ("- reserve", reserve, "activations and memory outside torch (CUDA graphs, NCCL) ({{reserve}}); "
                                             "the profiling run's temporary cache cancels out")]
+            if self.state_bytes:
+                rows.append(("- Mamba state", self.state_bytes, "max_batch_size slots of every Mamba layer "
+                                                                "(MambaCacheManager), allocated before the profiling run"))
         rows.append((f"x {self.fraction} fraction", self.available_bytes,
                      "free_gpu_memory_fraction ({{free_gpu_memory_fraction}}), a float32"))
         rows.append(("= KV cache memory", pool, f"{pool:,} B (TensorRT-LLM's \"available KV cache memory\")"))
@@ -125,6 +129,14 @@ def _dtype(fmt: str) -> str:
     return _FORMAT_DTYPE[fmt]
 
 
+def _model_dtype(spec) -> str:
+    """The model's dtype as TensorRT-LLM keeps Mamba state in it (conv: the model dtype; ssm: mamba_ssm_cache_dtype
+    auto, the model dtype): the default precision's 16-bit KV format, else bf16."""
+    base = spec.precisions.get(spec.default_precision)
+    fmt = base.formats.get("kv") if base is not None else None
+    return fmt.name if fmt is not None and fmt.name in ("bf16", "fp16") else "bf16"
+
+
 class TrtllmEngine(BlockPoolMixin, Engine):
     name = NAME
     version = VERSION
@@ -136,9 +148,10 @@ class TrtllmEngine(BlockPoolMixin, Engine):
     budget_keys = ("free_gpu_memory_fraction",)
     logs = _logs.READER
     capabilities = frozenset()
-    cache_kinds = frozenset({FullAttention, SlidingWindowAttention, MLALatent})
-    kind_hint = ("; TensorRT-LLM 1.1 pages attention (MHA / GQA, sliding windows, MLA) in this profile: Mamba "
-                 "hybrids, DeepSeek's sparse indexer and V4's compressed caches are not modelled")
+    cache_kinds = frozenset({FullAttention, SlidingWindowAttention, MLALatent, Mamba2State})
+    kind_hint = ("; TensorRT-LLM 1.1 pages attention (MHA / GQA, sliding windows, MLA) and keeps Mamba-2 state in this "
+                 "profile: other recurrent states, DeepSeek's sparse indexer and V4's compressed caches are not "
+                 "modelled")
     default_reserve_bytes = 4 * GIB
     reserve_note = "activations and memory outside torch (CUDA graphs, NCCL)"
     context_name = "max_seq_len"
@@ -205,7 +218,9 @@ class TrtllmEngine(BlockPoolMixin, Engine):
         """The cache dtype for every attention cache: the precision's, as TensorRT-LLM stores it (fp8 MLA as plain
         fp8 rows of kv_lora_rank + rope: no FlashMLA record)."""
         out = super().stored_formats(spec, precision, settings)
-        return {c: _DTYPE_FORMAT[_dtype(f)] for c, f in out.items()}
+        model = _model_dtype(spec)
+        return {c: model if isinstance(spec.components[c], Mamba2State) else _DTYPE_FORMAT[_dtype(f)]
+                for c, f in out.items()}
 
     def plan(self, job):
         return trt_plan(job)
@@ -234,9 +249,16 @@ class TrtllmEngine(BlockPoolMixin, Engine):
                          f"{temporary / GIB:.2f} GiB, does not fit under the peak given, {budget.peak_bytes / GIB:.2f} "
                          "GiB ({{peak_memory_gib}}): the peak was measured with other settings ({{max_num_tokens}}, "
                          "{{max_seq_len}})", "weights")
-        available = Z.available_memory(free, 0, temporary, budget.fraction)
+        # the Mamba state's slots are allocated before the profiling run: inside a peak given; beside the weights
+        # and reserve where the peak is modelled
+        state = 0 if budget.peak_bytes is not None else max(q.state_bytes for q in plans) * settings.max_batch_size
+        if state and state >= free:
+            raise NoRoom(f"{{{{engine}}}} {NAME}: the Mamba state of max_batch_size {settings.max_batch_size:,} requests, "
+                         f"{state / GIB:.2f} GiB a GPU (MambaCacheManager allocates every slot), leaves no memory for "
+                         "the KV cache; a smaller {{max_batch_size}}", "kv")
+        available = Z.available_memory(free - state, 0, temporary, budget.fraction)
         cap = None if settings.max_tokens is None else settings.max_tokens * p.creator_bytes_per_token
-        return replace(budget, temporary_bytes=p.estimation_bytes, available_bytes=available,
+        return replace(budget, temporary_bytes=p.estimation_bytes, available_bytes=available, state_bytes=state,
                        max_tokens_bytes=cap), available
 
     # ---- requests in the pool ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from ...errors import KvcalcError, NoRoom
 from ...hardware import arch_major
 from ...pool import BlockPoolPlan, GroupKind, Layout, PlanGroup, PlanPage, longest_context
-from ...specs import MLALatent, SlidingWindowAttention
+from ...specs import Mamba2State, MLALatent, SlidingWindowAttention
 from ..base import EngineFigures, Fit, HostTier
 from . import sizing as Z
 from .options import NAME, TITLE, VERSION
@@ -27,6 +27,7 @@ class TrtPlan(BlockPoolPlan):
     estimation_requests: int
     estimation_tokens: int
     windows: tuple = ()  # ((window, layers, manager bytes per token), ...) with variable sliding windows
+    state_bytes: int = 0  # a Mamba hybrid's state of one request on this rank (MambaCacheManager's slot)
 
     @property
     def estimation_bytes(self) -> int:
@@ -35,13 +36,15 @@ class TrtPlan(BlockPoolPlan):
     # ---- variable sliding windows: a pool per window size ------------------------------------------------
     @property
     def per_request_bytes(self) -> int:
-        if not self.windows:
+        if not self.windows and not self.state_bytes:
             return super().per_request_bytes
         return sum(self.group_reserve(g) for g in self.groups)
 
     def group_reserve(self, g) -> int:
+        if g.kind is GroupKind.STATE:
+            return self.state_bytes
         if not self.windows:
-            return super().group_reserve(g)
+            return g.blocks_per_request * self.bytes_per_block
         return g.blocks_per_request * self.tokens_per_block * self.windows[g.index][2]
 
     def window_blocks(self, pool: int) -> dict[int, int]:
@@ -139,7 +142,7 @@ def _layers(job) -> tuple[list, list, str]:
     """This rank's attention layers as TensorRT-LLM's manager sees them, their (layer, component) members, and the
     cache dtype."""
     spec = job.model
-    members = sorted(job.analytic)
+    members = sorted(m for m in job.analytic if not isinstance(spec.components[m[1]], Mamba2State))
     layers, dtypes, shapes = [], set(), set()
     for _layer, comp in members:
         c = spec.components[comp]
@@ -184,6 +187,8 @@ def trt_plan(job):
     if not job.analytic:
         raise KvcalcError(f"{spec.name}: no cache layers in this pipeline stage")
     layers, members, dtype = _layers(job)
+    state_members = sorted(m for m in job.analytic if isinstance(spec.components[m[1]], Mamba2State))
+    state = _mamba_state(job, s, state_members)
     windows = _windows(s, members, layers)
     if dtype == "nvfp4" and any(layer.mla for layer in layers):
         raise _refuse(f"{TITLE} keeps no nvfp4 MLA cache in this profile; choose bf16 or fp8 ({{{{precision}}}})")
@@ -209,6 +214,8 @@ def trt_plan(job):
         pages[(comp, per)] = pages.get((comp, per), 0) + 1
     fmt = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_e4m3", "nvfp4": "nvfp4"}[dtype]
     groups, by_window = _groups(job, members, layers, windows, dtype, fmt, tpb)
+    if state_members:
+        groups += (_state_group(job, groups, by_window, state_members, state, notes),)
     if by_window:
         notes.append(f"max_attention_window {s.max_attention_window}: a pool per window size, the memory split in "
                      "proportion to window x bytes per token (kvCacheManager.cpp calculateMaxNumBlocks), each capped "
@@ -224,23 +231,67 @@ def trt_plan(job):
         notes.append(f"TensorRT-LLM counts tokens at {creator:,} B each (get_cache_size_per_token: head_dim x kv_heads "
                      f"// tp) but builds blocks of {manager:,} B a token (get_cache_bytes_per_token: ceil(kv_heads / "
                      "tp) heads)")
-    used = {"tokens_per_block": tpb, "free_gpu_memory_fraction": s.free_gpu_memory_fraction,
-            "max_tokens": s.max_tokens, "max_batch_size": s.max_batch_size, "max_num_tokens": s.max_num_tokens,
-            "max_seq_len": s.max_seq_len, "kv_cache_dtype": dtype, "enable_block_reuse": s.enable_block_reuse,
-            "disable_overlap_scheduler": s.disable_overlap_scheduler, "host_cache_size": s.host_cache_size,
-            "peak_memory_gib": s.peak_memory_gib, "device_memory_gib": s.device_memory_gib}
-    used["max_num_tokens"] = n
-    used["block_rounding"] = Z.ROUNDING  # 1.1's calculate_max_num_blocks rounds the primary blocks up
+    used = _used(s, dtype, n)
     return TrtPlan(engine=NAME, engine_version=VERSION, model=spec.name,
                    precision=job.precision.name, context=job.context, settings=s, settings_json=used,
                    groups=groups, analytic_bytes=job.total, notes=tuple(notes), fill_chunk=s.max_num_tokens,
                    layout=Layout.BLOCK_OUTERMOST, grouping="a pool per window size (max_attention_window)" if by_window
                    else "one pool of every attention layer (KVCacheManager)",
                    padding_layers=0, bytes_per_block=tpb * manager, null_blocks=0,
-                   blocks_at_context=lambda ctx: tuple(-(-min(ctx, g.window or ctx) // tpb) for g in groups),
-                   tokens_per_block=tpb, windows=by_window,
+                   blocks_at_context=lambda ctx: tuple(0 if g.kind is GroupKind.STATE else
+                                                       -(-min(ctx, g.window or ctx) // tpb) for g in groups),
+                   tokens_per_block=tpb, windows=by_window, state_bytes=state,
                    creator_bytes_per_token=creator, manager_bytes_per_token=manager, dtype=dtype,
                    max_seq_len=s.max_seq_len, estimation_requests=requests, estimation_tokens=tokens)
+
+
+def _used(s, dtype: str, n: int) -> dict:
+    """The settings that shaped the plan, by TensorRT-LLM's names (capacity's engine_settings)."""
+    return {"tokens_per_block": s.tokens_per_block, "free_gpu_memory_fraction": s.free_gpu_memory_fraction,
+            "max_tokens": s.max_tokens, "max_batch_size": s.max_batch_size, "max_num_tokens": n,
+            "max_seq_len": s.max_seq_len, "kv_cache_dtype": dtype, "enable_block_reuse": s.enable_block_reuse,
+            "disable_overlap_scheduler": s.disable_overlap_scheduler, "host_cache_size": s.host_cache_size,
+            "peak_memory_gib": s.peak_memory_gib, "device_memory_gib": s.device_memory_gib,
+            "block_rounding": Z.ROUNDING}  # 1.1's calculate_max_num_blocks rounds the primary blocks up
+
+
+def _state_group(job, groups: tuple, by_window, members: list, state: int, notes: list) -> PlanGroup:
+    """The Mamba state's group: one slot a request (MambaCacheManager), beside the KV pool's blocks."""
+    if by_window:
+        raise _refuse(f"max_attention_window with {job.model.name}'s Mamba state is not modelled "
+                      "({{max_attention_window}})")
+    each = state // len(members)
+    notes.append(f"the Mamba state ({state:,} B a request on this rank) sits in MambaCacheManager's max_batch_size "
+                 f"slots, allocated whole before the profiling run; the KV cache pages the {len(groups[0].layers)} "
+                 "attention layers only")
+    return PlanGroup(index=len(groups), kind=GroupKind.STATE, layers=tuple(dict.fromkeys(m[0] for m in members)),
+                     members=tuple(members), block_size=1,
+                     pages=(PlanPage(members[0][1], "MambaCacheManager", "bf16", 1, 1, each, each, each, len(members)),),
+                     blocks_per_request=0, analytic_bytes=sum(job.analytic[m] for m in members))
+
+
+def _mamba_state(job, s, members: list) -> int:
+    """One request's Mamba-2 state on this rank (MambaCacheManager), with its requirements: block reuse off (the
+    hybrid manager asserts it), heads and conv channels that divide by tp (its asserts), one pipeline stage."""
+    if not members:
+        return 0
+    spec = job.model
+    if s.enable_block_reuse:
+        raise _refuse(f"{spec.name}: mamba hybrid cache requires block reuse to be disabled in KV cache config "
+                      f"({TITLE}'s MambaHybridCacheManager asserts it; {{{{enable_block_reuse}}}} off)")
+    if s.pp > 1:
+        raise _refuse(f"{spec.name}: {TITLE}'s Mamba state slots over pipeline stages are not modelled ({{{{pp}}}} 1)")
+    total = 0
+    for _layer, comp in members:
+        c = spec.components[comp]
+        inter = c.intermediate if c.intermediate is not None else c.heads * c.head_dim
+        conv_dim = inter + 2 * c.groups * c.state_size
+        for what, n in (("nheads", c.heads), ("conv_dim", conv_dim)):
+            if n % job.tp:
+                raise _refuse(f"{spec.name}: {what} must be divisible by tp_size ({n} over {job.tp}; "
+                              "MambaCacheManager asserts it)")
+        total += Z.mamba_state_bytes(conv_dim, c.conv_kernel, c.heads, c.head_dim, c.state_size, job.tp)
+    return total
 
 
 def _windows(s, members: list, layers: list) -> list[int] | None:
@@ -352,6 +403,8 @@ def trt_fit(plans: list, pool: int, settings) -> Fit:
                      f"{upper:,}: a request of {p.context:,} tokens is not served. Based on the available memory the "
                      f"longest is {upper:,} tokens.", "kv")
     held = blocks // per
+    if p.state_bytes:  # a request needs a Mamba state slot as well: max_batch_size of them
+        held = min(held, settings.max_batch_size)
     running = min(held, settings.max_batch_size)
     cache_bytes = blocks * tpb * p.manager_bytes_per_token
     log = f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {Z.gib(cache_bytes)} GiB for max tokens in paged KV cache " \

@@ -160,3 +160,12 @@ def window_blocks(memory: int, windows: dict[int, int], tokens_per_block: int,
 def gib(n: int | float) -> str:
     """A byte count as TensorRT-LLM prints GiB (``%0.2f`` of bytes / 2^30)."""
     return f"{n / GIB:.2f}"
+
+
+def mamba_state_bytes(conv_dim: int, conv_kernel: int, heads: int, head_dim: int, state_size: int, tp: int,
+                      dtype_bytes: int = 2) -> int:
+    """MambaCacheManager (``_torch/pyexecutor/mamba_cache_manager.py``): one request slot of one layer on a rank:
+    conv ``[conv_dim / tp, d_conv - 1]`` in the model dtype and ssm ``[heads / tp, head_dim, d_state]`` in
+    mamba_ssm_cache_dtype (auto: the model dtype, ``validate_and_set_mamba_ssm_cache_dtype``); both must divide by
+    tp (its asserts)."""
+    return (conv_dim // tp * (conv_kernel - 1) + heads // tp * head_dim * state_size) * dtype_bytes
