@@ -631,7 +631,8 @@ TRT_FLAGS = [("--free-gpu-memory-fraction", ["0.9", "0", "1", "0.0001", "1.5", "
              ("--max-attention-window", ["128,131072", "128", "4096,1", "x", ",", "0", "1," * 3000, "128,256,512"]),
              ("--peak-memory-gib", ["0", "70", "113.65", "1e9", "-1", "nan"]),
              ("--device-memory-gib", ["0", "79.19", "119.70", "1e12", "inf"]),
-             ("--disable-overlap-scheduler", None), ("--no-enable-block-reuse", None),
+             ("--disable-overlap-scheduler", None), ("--no-enable-block-reuse", None), ("--no-enable-block-reuse", None),
+             ("--weights-gib", ["1", "104", "0"]),
              ("-p", ["bf16", "fp8", "nvfp4", "q8_0", "x"]), ("--tp", ["1", "2", "8", "16"]), ("--pp", ["1", "2", "3"])]
 
 
