@@ -155,6 +155,9 @@ class TrtllmEngine(BlockPoolMixin, Engine):
     default_reserve_bytes = 4 * GIB
     reserve_note = "activations and memory outside torch (CUDA graphs, NCCL)"
     context_name = "max_seq_len"
+    #: estimate --engine: block reuse changes nothing one request reserves; off, a Mamba hybrid (whose manager asserts
+    #: it off) plans as well
+    single_request = {"enable_block_reuse": False}
     long_context = "TensorRT-LLM sets max_seq_len to the model's and rejects longer requests"
 
     # ---- settings ---------------------------------------------------------------------------------------
