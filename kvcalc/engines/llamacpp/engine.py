@@ -211,6 +211,9 @@ class LlamaCppEngine(Engine):
         return None
 
     # ---- context --------------------------------------------------------------------------------------------
+    #: the headers' word for the plan's context: what one slot (sequence) holds
+    context_name = "a slot's context"
+
     def context_limit(self, spec) -> int | None:
         return None  # llama.cpp runs past the training context (with a warning)
 
