@@ -37,6 +37,9 @@ DEFAULT_MAX_LOCAL_DISK_SIZE = 0.0
 #: memory_management.py AddressManager.ALIGN_BYTES; the MP server's --l1-align-bytes default
 ALIGN_BYTES = 4096
 #: v1/distributed/config.py EvictionConfig: the MP server's L1 starts evicting at 80 % of its size, 20 % at a time
+#: v1/memory_allocators/lazy_memory_allocator.py LazyMemoryAllocator.PIN_CHUNK_SIZE: the MP server's L1 is pinned in
+#: steps of 64 MiB, its final size rounded up to them
+LAZY_PIN_CHUNK = 1 << 26
 EVICTION_TRIGGER_WATERMARK = 0.8
 EVICTION_RATIO = 0.2
 

@@ -42,7 +42,7 @@ VLLM = {
         'mamba_padding_pct': re.compile('Padding mamba page size by ([\\d.]+)%'),
         'hybrid_off': re.compile('(Hybrid KV cache manager is disabled) for this hybrid model'),
         'offload_gb': re.compile('Created mmap file [^\\s(]*vllm_offload_[^\\s(]* \\(([\\d.]+) GB\\)'),
-        'offload_size': re.compile("'kv_offloading_size': ([\\d.]+)"),
+        'offload_size': re.compile("'kv_offloading_size': ((?!None\\b)[-\\w.+]{1,40})"),
         'offload_backend': re.compile("'kv_offloading_backend': '(native|lmcache)'"),
     },
     "hints": {
@@ -118,7 +118,7 @@ SGLANG = {
         'post_kv_gib': re.compile('\\bKV size: ([\\d.]+) GB'),
         'context_len': re.compile('\\bcontext_len=(\\d+)'),
         'hicache_on': re.compile('(?:server_args|ServerArgs\\().*?\\b[\'"]?enable_hierarchical_cache[\'"]?\\s*[:=]\\s*(True|False)'),
-        'hicache_ratio': re.compile('(?:server_args|ServerArgs\\().*?\\b[\'"]?hicache_ratio[\'"]?\\s*[:=]\\s*([\\d.]+)'),
+        'hicache_ratio': re.compile('(?:server_args|ServerArgs\\().*?\\b[\'"]?hicache_ratio[\'"]?\\s*[:=]\\s*((?!None\\b)[-\\w.+]{1,40})'),
         'hicache_size': re.compile('(?:server_args|ServerArgs\\().*?\\b[\'"]?hicache_size[\'"]?\\s*[:=]\\s*(\\d+)'),
         'hicache_layout': re.compile('(?:server_args|ServerArgs\\().*?\\b[\'"]?hicache_mem_layout[\'"]?\\s*[:=]\\s*\'(\\w+)\''),
         'hicache_kv_tokens': re.compile('Allocating (?:kv|full) hierarchical KV host pool: (\\d+) tokens'),

@@ -348,3 +348,39 @@ def test_check_log_sglang_hicache_pool(cli, tmp_path):
     bad = tmp_path / "bad.log"
     bad.write_text(log.read_text().replace("915528 tokens", "915527 tokens"))
     assert cli("check-log", str(bad)).code == 1
+
+
+# ---- after a review ------------------------------------------------------------------------------------------------
+def test_the_mp_servers_lazy_l1_is_pinned_in_64_mib_steps(cli):
+    """LMCache's lazy allocator (the MP server's default) rounds L1 up to 64 MiB: 10.3 GiB = int(10.3 x 2^30) =
+    11,059,540,787 B -> 165 x 67,108,864 = 11,072,962,560 B; Llama-3.1-8B at tp 2 stores 256 tokens x 65,536 B =
+    16 MiB a rank and chunk: 660 objects, 330 chunks of the replica."""
+    r = cli("capacity", "llama-3.1-8b", "--gpu", "h100-sxm", "-c", "32k", "--tp", "2", "--kv-offloading-size", "10",
+            "--kv-offloading-backend", "lmcache", "--lmcache-l1-size-gb", "10.3", "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert int(10.3 * 2**30) == 11_059_540_787 and -(-11_059_540_787 // 2**26) * 2**26 == 11_072_962_560
+    assert d["lmcache_chunks"] == 11_072_962_560 // (256 * 65_536) // 2 == 330
+
+
+def test_uneven_pipeline_stages_are_refused_for_vllms_offloading(cli):
+    r = cli("capacity", "llama-3.1-8b", "--gpu", "h100-sxm", "-c", "32k", "--pp", "5", "--kv-offloading-size", "10")
+    assert r.code == 2 and r.err.count("\n") == 1 and "worker 0's block" in r.err
+
+
+def test_sglang_says_when_its_replicas_together_outgrow_the_host(cli):
+    """SGLang checks one replica's tp x pp ranks against the host: 4 replicas of 109,843,447,808 B each pass that
+    check on a 400 GiB host, and together take more than 400 GiB less 10 GiB."""
+    r = cli("capacity", "llama-3.1-8b", "--engine", "sglang", "--gpu", "h100-sxm", "-c", "32k", "--dp", "4",
+            "--enable-hierarchical-cache", "--hicache-ratio", "2", "--host-memory-gib", "400")
+    assert r.code == 0, r.err
+    assert "4 replicas on this host take" in " ".join(r.out.split()) and 4 * 109_843_447_808 > 390 * 2**30
+
+
+@pytest.mark.parametrize("value", ["-1.0", "nan"])
+def test_check_log_refuses_a_damaged_offloading_size(cli, tmp_path, value):
+    src = LOGS / "synthetic-0.33-llama-3.1-8b-offload.log"
+    log = tmp_path / "o.log"
+    log.write_text(src.read_text().replace("'kv_offloading_size': 3.0", f"'kv_offloading_size': {value}"))
+    r = cli("check-log", str(log))
+    assert r.code == 2 and r.err.count("\n") == 1 and "offload_size" in r.err

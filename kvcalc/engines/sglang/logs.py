@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import re
 
+from ...errors import KvcalcError, quote
 from ..logs import NOTHING, After, LogFacts, LogReader, Quantity, Row, word
 from . import sizing as S
-from .defaults import Settings, check_hicache
+from .defaults import HICACHE_MEM_LAYOUTS, VERSION, Settings, check_hicache
 from .dsv4 import V4Layout
 
 #: (?:server_args|ServerArgs\() written from their common "erver", so that a search of a whole log skips ahead to it;
@@ -94,7 +95,7 @@ class SglangLogReader(LogReader):
         "context_len": word("context_len=", r"(\d+)"),
         # HiCache (tiers.py)
         "hicache_on": _arg("enable_hierarchical_cache", r"(True|False)"),
-        "hicache_ratio": _arg("hicache_ratio", r"([\d.]+)"),
+        "hicache_ratio": _arg("hicache_ratio", r"((?!None\b)[-\w.+]{1,40})"),
         "hicache_size": _arg("hicache_size", r"(\d+)"),
         "hicache_layout": _arg("hicache_mem_layout", r"'(\w+)'"),
         "hicache_kv_tokens": re.compile(r"Allocating (?:kv|full) hierarchical KV host pool: (\d+) tokens"),
@@ -195,6 +196,10 @@ class SglangLogReader(LogReader):
         if not on:
             return {k: given[k] for k in ("hicache_ratio", "hicache_size", "hicache_mem_layout", "host_memory_gib")
                     if k in given}  # Settings refuses them without HiCache, naming the first
+        layout = v.get("hicache_layout")
+        if layout is not None and layout not in HICACHE_MEM_LAYOUTS:
+            raise KvcalcError(f"{facts.source}:{facts.lines['hicache_layout']}: hicache_mem_layout {quote(layout)} is "
+                              f"not one SGLang {VERSION} takes ({', '.join(HICACHE_MEM_LAYOUTS)})", param="file")
         out = {"enable_hierarchical_cache": True, "hicache_ratio": v.get("hicache_ratio"),
                "hicache_size": v.get("hicache_size"), "hicache_mem_layout": v.get("hicache_layout")}
         out.update({k: given[k] for k in ("hicache_ratio", "hicache_size", "hicache_mem_layout", "host_memory_gib")

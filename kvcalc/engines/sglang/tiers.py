@@ -238,6 +238,14 @@ def _tier(cap, z: HiCacheSizing) -> HostTier:
     else:
         lines.append(f"  Checked: a rank's budget {z.budget:,} B ({{{{host_memory_gib}}}} less 10 GiB, over {z.ranks} "
                      "rank(s) on one host" + (", x 0.8 to auto-size" if z.auto == "auto-sized" else "") + ").")
+        every = replica * par.dp
+        if par.dp > 1 and not s.enable_dp_attention and every > int(s.host_memory_gib * GIB) - RESERVE_BYTES:
+            lines.append(f"  But SGLang checks one replica's ranks (pool_host/base.py ranks_per_host: the launch's tp x "
+                         f"pp): its {par.dp} replicas on this host take {every:,} B together, more than the "
+                         f"{{{{host_memory_gib}}}} less 10 GiB; they start, and the host may run out of memory.")
+    if par.pp > 1 and len({len(r) for r in cap.engine.pp_stages(len(cap.model.layers), par.pp)}) > 1:
+        lines.append("  The pipeline's stages hold different layer counts: each rank's pool is its own stage's; the "
+                     "bytes above are the fullest stage's, an upper bound for the others.")
     lines.append("  SGLang would log: " + " ".join(p.log_line(s.hicache_mem_layout) for p in z.pools))
     json = {"hicache_host_tokens": kv.units, "hicache_host_pages": kv.units // kv.page,
             "hicache_host_bytes": kv.bytes, "hicache_ratio": z.ratio}
@@ -286,15 +294,17 @@ def log_rows(facts, p) -> list:
     hybrid = bool(lay.swa_layers or lay.state_layers)
     per_kv = lay.full_per_token * len(lay.full_layers)
     label = "full" if lay.swa_layers else "kv"
-    got = pool(f"HiCache {label} host pool (tokens)", "hicache_kv_tokens", T, per_kv, lay.page, not hybrid)
+    pool(f"HiCache {label} host pool (tokens)", "hicache_kv_tokens", T, per_kv, lay.page, not hybrid)
     gb_key = "hicache_kv_gb" if "hicache_kv_gb" in v else ("hicache_old_gb" if "hicache_old_gb" in v else None)
-    if gb_key is not None:
-        tokens = got if got is not None else (None if T is None or (size and hybrid) or auto is not None else
-                                             host_pool_tokens(T, lay.page, per_kv, ratios[0], size))
-        want = None if tokens is None else f"{tokens * per_kv / 1e9:.2f} GB"
-        rows.append(Row(f"HiCache {label} host pool (GB = 10^9 B, 2 decimals)", Quantity(f"{v[gb_key]:.2f} GB"),
-                        Quantity(want) if want else NOTHING, None if want is None else want == f"{v[gb_key]:.2f} GB",
-                        ln(gb_key)))
+    if gb_key is not None:  # kvcalc's own pool (from the logged device pool), not the log's tokens
+        logged = f"{v[gb_key]:.2f}"
+        figure = f"HiCache {label} host pool (GB = 10^9 B, 2 decimals)"
+        if T is None or (size and hybrid):
+            rows.append(Row(figure, Quantity(f"{logged} GB"), NOTHING, None, ln(gb_key)))
+        else:
+            lo, hi = (f"{host_pool_tokens(T, lay.page, per_kv, r, size) * per_kv / 1e9:.2f}" for r in ratios)
+            rows.append(Row(figure, Quantity(f"{logged} GB"), Quantity(f"{lo} GB" if lo == hi else f"{lo} .. {hi} GB"),
+                            float(lo) <= float(logged) <= float(hi), ln(gb_key)))
     if lay.swa_layers:
         pool("HiCache swa host pool (tokens)", "hicache_swa_tokens", v.get("swa_tokens"),
              lay.swa_per_token * len(lay.swa_layers), lay.page, False)

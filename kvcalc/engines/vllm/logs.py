@@ -73,7 +73,7 @@ class VllmLogReader(LogReader):
         "hybrid_off": re.compile(r"(Hybrid KV cache manager is disabled) for this hybrid model"),
         # CPU offloading (tiers.py): the region's line and the serve command's sizes
         "offload_gb": re.compile(r"Created mmap file [^\s(]*vllm_offload_[^\s(]* \(([\d.]+) GB\)"),
-        "offload_size": re.compile(r"'kv_offloading_size': ([\d.]+)"),
+        "offload_size": re.compile(r"'kv_offloading_size': ((?!None\b)[-\w.+]{1,40})"),
         "offload_backend": re.compile(r"'kv_offloading_backend': '(native|lmcache)'"),
     }
     hints = {"version": "Initializing a V1 LLM engine", "model_id": "with config: model='",

@@ -148,6 +148,11 @@ def chunks_per_request(plan, tokens_per_chunk_blocks: int = 1, whole: bool = Fal
 def native_tier(cap) -> HostTier:
     """OffloadingConnector's CPU tier for ``cap`` (see the module docstring)."""
     p, par, s = cap.plan, cap.parallel, cap.plan.settings
+    if par.pp > 1 and len({len(r) for r in cap.engine.pp_stages(len(cap.model.layers), par.pp)}) > 1:
+        raise KvcalcError(f"kv_offloading_size: vLLM {VERSION}'s scheduler counts CPU chunks by worker 0's block, and "
+                          f"the {par.pp} pipeline stages hold different layer counts, so the workers' slots disagree "
+                          "(generate_scheduler_kv_cache_config): not modelled; a pp that divides the layers",
+                          param="kv_offloading_size")
     world = par.tp * par.pp
     rep = replicated_layout(p, par.tp, par.pp)
     off = native_offload(s.kv_offloading_size, p.bytes_per_block, world, rep)
@@ -229,7 +234,9 @@ def lmcache_mp_tier(cap) -> HostTier:
             "(LMCacheMPConnector; \"The actual KV storage capacity is managed by the standalone LMCache server "
             f"process\"): the server's --l1-size-gb sizes the tier, and the server requires it. Give it here; each "
             f"{C}-token chunk takes {ranks} x {LM.aligned(obj):,} B of it", param="lmcache_l1_size_gb")
-    pool = LM.ChunkPool(LM.gib_bytes(s.lmcache_l1_size_gb), C, per_token, ranks)
+    # the server's default lazy allocator (--l1-use-lazy) pins its final size in 64 MiB steps, rounded up
+    # (v1/memory_allocators/lazy_memory_allocator.py: _final_size = align_to(final_size, PIN_CHUNK_SIZE))
+    pool = LM.ChunkPool(LM.aligned(LM.gib_bytes(s.lmcache_l1_size_gb), LM.LAZY_PIN_CHUNK), C, per_token, ranks)
     requests = pool.requests(p.context)
     ignored = (f"vLLM does not pass {{{{kv_offloading_size}}}} {s.kv_offloading_size:g} GiB on"
                if s.kv_offloading_size is not None else "no offloading size")
@@ -257,7 +264,9 @@ def lmcache_in_process_tiers(cap) -> list[HostTier]:
     per_token = lmcache_per_token(p)
     C = s.lmcache_chunk_size or LM.DEFAULT_CHUNK_SIZE
     mla = _mla(p)
-    storing = par.pp if mla else par.tp * par.pp  # MLA: save_only_first_rank (cache_engine.py), the first TP rank
+    # MLA: save_only_first_rank (cache_engine.py): the worker whose id is metadata.py's first_rank 0, the global rank
+    # (integration/vllm/utils.py worker_id = parallel_config.rank): one worker of the replica, whatever the pp
+    storing = 1 if mla else par.tp * par.pp
     cpu_gib = LM.DEFAULT_MAX_LOCAL_CPU_SIZE if s.lmcache_max_local_cpu_size is None else s.lmcache_max_local_cpu_size
     unfull = s.lmcache_save_unfull_chunk
     out = []
