@@ -238,6 +238,9 @@ def render_engines(con, caps) -> None:
         line = f"refused: {_refusal(c)}" if isinstance(c, Refused) else c.engine.summary_line(c)
         if line:
             con.print(f"{c.engine.name}: {line}" + ("" if line.endswith(".") else "."))
+        for tier in () if isinstance(c, Refused) else c.tiers:
+            con.print(f"{c.engine.name}: {tier.name}: {tier.tokens_per_rank:,} tokens a rank, "
+                      f"{format_bytes(tier.host_bytes)} of {tier.medium}, {tier.requests:,} more request(s)' prefixes.")
     con.print("Each engine at its own defaults for this GPU, a request's exact bytes in the formats it stores; `kvcalc "
               "capacity MODEL --engine NAME` shows one in full.")
 
