@@ -25,8 +25,8 @@ def fit_cmd(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Only fleets of exactly this many GPUs (a power of "
                                        "two)."),
     max_gpus: int = typer.Option(8, "--max-gpus", help="The largest fleet searched (GPU counts are powers of two)."),
-    engine: str = typer.Option("vllm,sglang", "--engine", help="Engines, comma-separated (vllm, sglang, llama.cpp, "
-                               "exact)."),
+    engine: str = typer.Option("vllm,sglang", "--engine", help="Engines, comma-separated (vllm, sglang, trtllm, "
+                               "exact; llama.cpp answers through capacity)."),
     precision: Optional[List[str]] = typer.Option(None, "--precision", "-p", help="Precisions, comma-separated or "
                                                   "repeated (default: every precision the model declares)."),
     request_tokens_file: Optional[str] = typer.Option(None, "--request-tokens-file", help="Request lengths, one a "
