@@ -12,6 +12,7 @@ sources, is :mod:`.sizing`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from ...errors import KvcalcError, NoRoom, quote
@@ -57,8 +58,6 @@ class Settings:
         """max_attention_window as sizes (None: every layer at max_seq_len)."""
         if self.max_attention_window is None:
             return None
-        import re
-
         parts = [p.strip() for p in str(self.max_attention_window).split(",")]
         if not parts or len(parts) > MAX_WINDOWS or \
                 not all(re.fullmatch(r"[0-9]{1,10}", p) and 0 < int(p) <= 1 << 32 for p in parts):
