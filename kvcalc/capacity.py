@@ -103,6 +103,12 @@ class Capacity:
         return self.fit.cache_tokens
 
     @property
+    def stages_uneven(self) -> bool:
+        """The pipeline's stages hold different layer counts (as the engine splits them)."""
+        stages = self.engine.pp_stages(len(self.model.layers), self.parallel.pp) if self.parallel.pp > 1 else []
+        return len({len(r) for r in stages}) > 1
+
+    @property
     def log_line(self) -> str | None:
         """The line the engine logs at start-up for this pool (None where it logs none kvcalc models)."""
         return self.fit.log_line

@@ -243,7 +243,7 @@ def _tier(cap, z: HiCacheSizing) -> HostTier:
             lines.append(f"  But SGLang checks one replica's ranks (pool_host/base.py ranks_per_host: the launch's tp x "
                          f"pp): its {par.dp} replicas on this host take {every:,} B together, more than the "
                          f"{{{{host_memory_gib}}}} less 10 GiB; they start, and the host may run out of memory.")
-    if par.pp > 1 and len({len(r) for r in cap.engine.pp_stages(len(cap.model.layers), par.pp)}) > 1:
+    if cap.stages_uneven:
         lines.append("  The pipeline's stages hold different layer counts: each rank's pool is its own stage's; the "
                      "bytes above are the fullest stage's, an upper bound for the others.")
     lines.append("  SGLang would log: " + " ".join(p.log_line(s.hicache_mem_layout) for p in z.pools))

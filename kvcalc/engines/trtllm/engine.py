@@ -24,9 +24,6 @@ from .plan import TrtFigures, secondary_tier, trt_fit, trt_plan
 from .options import NAME, OPTIONS, SUMMARY, TITLE, VERSION
 from . import logs as _logs
 
-#: the model's dtype names -> TensorRT-LLM's cache dtype (kv_cache_config.dtype: auto = the model's, fp8, nvfp4)
-_FORMAT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8", "nvfp4": "nvfp4"}
-_DTYPE_FORMAT = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_e4m3", "nvfp4": "nvfp4"}
 MAX_WINDOWS = 4096
 
 
@@ -122,10 +119,10 @@ class TrtBudget(Budget):
 
 
 def _dtype(fmt: str) -> str:
-    if fmt not in _FORMAT_DTYPE:
+    if fmt not in Z.DTYPE_OF_FORMAT:
         raise KvcalcError(f"{{{{engine}}}} {NAME}: {TITLE} stores the KV cache as the model's dtype (bf16 / fp16), fp8 "
                           f"or nvfp4, not {quote(fmt)}; choose one of those ({{{{precision}}}})", param="precision")
-    return _FORMAT_DTYPE[fmt]
+    return Z.DTYPE_OF_FORMAT[fmt]
 
 
 def _model_dtype(spec) -> str:
@@ -221,7 +218,7 @@ class TrtllmEngine(BlockPoolMixin, Engine):
         fp8 rows of kv_lora_rank + rope: no FlashMLA record)."""
         out = super().stored_formats(spec, precision, settings)
         model = _model_dtype(spec)
-        return {c: model if isinstance(spec.components[c], Mamba2State) else _DTYPE_FORMAT[_dtype(f)]
+        return {c: model if isinstance(spec.components[c], Mamba2State) else Z.FORMAT_OF_DTYPE[_dtype(f)]
                 for c, f in out.items()}
 
     def plan(self, job):

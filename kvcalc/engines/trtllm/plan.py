@@ -163,7 +163,7 @@ def _layers(job) -> tuple[list, list, str]:
     if len(dtypes) > 1:
         raise _refuse(f"{spec.name}'s caches are stored in {len(dtypes)} dtypes; {TITLE} keeps one cache dtype")
     fmt = dtypes.pop()
-    return layers, members, {"bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}[fmt]
+    return layers, members, Z.DTYPE_OF_FORMAT[fmt]
 
 
 def trt_plan(job):
@@ -212,7 +212,7 @@ def trt_plan(job):
     for (layer, comp), one in zip(members, layers):
         per = Z.manager_bytes_per_token([one], dtype, job.tp)
         pages[(comp, per)] = pages.get((comp, per), 0) + 1
-    fmt = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_e4m3", "nvfp4": "nvfp4"}[dtype]
+    fmt = Z.FORMAT_OF_DTYPE[dtype]
     groups, by_window = _groups(job, members, layers, windows, dtype, fmt, tpb)
     if state_members:
         groups += (_state_group(job, groups, by_window, state_members, state, notes),)
@@ -469,7 +469,7 @@ def secondary_tier(cap) -> HostTier | None:
                         ranks * held, requests, lines=lines,
                         source="kvCacheManager.cpp BaseKVCacheManager::calculateMaxNumBlocks",
                         json={"secondary_blocks": n, "host_cache_tokens": n * tpb, "host_cache_bytes": held})
-    n = Z.secondary_blocks(s.host_cache_size, bpt, tpb)
+    n = cap.fit.figures.secondary_blocks  # trt_fit counted them (calculate_max_num_blocks)
     unit = tpb * bpt
     requests = n // p.blocks_per_request
     lines = (f"Host (secondary) pool: host_cache_size {s.host_cache_size:,} B // {bpt:,} B a token // {tpb} = {n:,} "

@@ -35,6 +35,11 @@ def f32(x: float) -> float:
     return struct.unpack("f", struct.pack("f", x))[0]
 
 
+#: kvcalc's storage formats -> TensorRT-LLM's cache dtype (kv_cache_config.dtype: auto = the model's, fp8, nvfp4;
+#: DeepSeek's fp8 precision is a plain fp8 row here), and back
+DTYPE_OF_FORMAT = {"bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8", "nvfp4": "nvfp4"}
+FORMAT_OF_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_e4m3", "nvfp4": "nvfp4"}
+
 #: bytes per element of the cache dtypes TensorRT-LLM's KV cache takes (kv_cache_config.dtype auto = the model's
 #: dtype; fp8; nvfp4: 4-bit values, one fp8 scale per 16)
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}

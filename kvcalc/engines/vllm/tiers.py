@@ -148,7 +148,7 @@ def chunks_per_request(plan, tokens_per_chunk_blocks: int = 1, whole: bool = Fal
 def native_tier(cap) -> HostTier:
     """OffloadingConnector's CPU tier for ``cap`` (see the module docstring)."""
     p, par, s = cap.plan, cap.parallel, cap.plan.settings
-    if par.pp > 1 and len({len(r) for r in cap.engine.pp_stages(len(cap.model.layers), par.pp)}) > 1:
+    if cap.stages_uneven:
         raise KvcalcError(f"kv_offloading_size: vLLM {VERSION}'s scheduler counts CPU chunks by worker 0's block, and "
                           f"the {par.pp} pipeline stages hold different layer counts, so the workers' slots disagree "
                           "(generate_scheduler_kv_cache_config): not modelled; a pp that divides the layers",
